@@ -1,0 +1,48 @@
+# Everything a fresh machine needs: only python3 (3.11+) and make are assumed.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+MODEL ?= Qwen/Qwen2.5-1.5B-Instruct
+PORT ?= 8000
+ARGS ?=
+
+.PHONY: run test lint typecheck unit bench install dev clean docs
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+dev: $(VENV)/.dev-installed
+
+run: install
+	$(BIN)/vllm-sim --model $(MODEL) --port $(PORT) $(ARGS)
+
+lint: dev
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: dev
+	$(BIN)/mypy
+
+unit: dev
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+bench: dev
+	$(BIN)/python -m bench
+
+docs: install
+	$(BIN)/python -m vllm_sim.config.reference > docs/flags.md
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
