@@ -1,1 +1,62 @@
+"""Configuration: flags, YAML file and environment -> one immutable, validated `Config`.
 
+Flags, YAML keys, env vars, defaults and error texts are those of llm-d-inference-sim
+(spec: configuration.md), so its command lines and files work unchanged. One table,
+`flags.SETTINGS`, drives parsing, validation, `--help`, `docs/flags.md` and `/admin/config`.
+
+Where this package deliberately differs from the reference (its bugs, fixed):
+
+- **Non-zero exit on bad configuration.** Errors raise `ConfigError` and the command exits
+  non-zero with a one-line reason; the reference logs the error and exits 0.
+- **`--flag false` works.** A bool flag followed by a bool literal (`true`, `false`, `1`, `0`,
+  `t`, `f`, ...) consumes it: `--enable-kvcache false` is false, `--enable-kvcache true` is
+  true, a bare `--enable-kvcache` is true. The reference sets true and leaves `false` behind
+  as an ignored argument.
+- **`--toggle=false` sets false** for `enable-sleep-mode`, `mm-encoder-only`, `omni`,
+  `enforce-eager` and `enable-prefix-caching`; the reference ignores the value and sets true.
+- **Every bool flag has a `--no-<name>` form** (`--no-enable-kvcache`); the reference has
+  it only for those five toggles.
+- **YAML `global-cache-hit-threshold` takes effect**; the reference overwrites it with 0.
+- **`--config FILE` takes exactly one value**, so `--config f.yaml -v=5` still loads the
+  file; the reference skips the file when more non-`--` items follow.
+- **A bare `--fake-metrics`** is a `flag needs an argument` error; the reference panics.
+- **YAML integer durations are milliseconds** (`time-to-first-token: 500` = 500ms), the
+  documented deprecated form that the reference's own Helm chart uses but its code rejects.
+  On the command line a bare integer other than `0` is still an error
+  (`time: missing unit in duration "100"`).
+- **YAML `fake-metrics` may set `total-prompt-tokens` / `total-generation-tokens`**; the
+  reference silently ignores them in YAML.
+- **Negative fake `total-*` values are rejected**; the reference's counter panics on them.
+- **Float settings reject NaN and infinities**, which passed every range check before.
+- **Fake-metrics updates through `/admin/config`**: a null field, and a null `fake-metrics`,
+  leave everything unchanged (the reference forgets the field or leaves fake mode), and a
+  `request-success-total` update replaces the stored map instead of merging into it, so the
+  stored config always matches what `/metrics` shows.
+- **GET `/admin/config` shows the exact seed**; the reference rounds it through a float64.
+
+vLLM compatibility extras: a positional model (`vllm-sim MODEL`, `vllm-sim serve MODEL`) is
+used when `--model` is absent (the reference ignores positional arguments).
+"""
+
+from .admin import apply_admin_update, config_to_dict
+from .durations import format_duration, parse_duration
+from .errors import ConfigError, HelpRequested
+from .fake_metrics import FakeGauge, FakeGenerator, FakeLora, FakeMetrics
+from .load import load_config
+from .model import Config, LoraModule
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "FakeGauge",
+    "FakeGenerator",
+    "FakeLora",
+    "FakeMetrics",
+    "HelpRequested",
+    "LoraModule",
+    "apply_admin_update",
+    "config_to_dict",
+    "format_duration",
+    "load_config",
+    "parse_duration",
+]

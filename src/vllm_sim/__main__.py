@@ -1,0 +1,36 @@
+"""`vllm-sim` / `python -m vllm_sim`: parse the configuration, then serve."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from vllm_sim.config import ConfigError, HelpRequested, load_config
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        cfg = load_config(args, os.environ)
+    except HelpRequested as help_text:
+        print(help_text, file=sys.stderr)
+        return 0
+    except ConfigError as error:
+        print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=logging.INFO if cfg.verbosity >= 2 else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # Imported late so that --help and config errors answer fast.
+    from vllm_sim.server.build import build_instance
+    from vllm_sim.server.runner import serve
+
+    serve(build_instance(cfg, cfg.port), "0.0.0.0")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""POST /v1/chat/completions: parse into a GenerationRequest, encode what the engine says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from vllm_sim.api.common import (
+    ApiContext,
+    check_positive,
+    decode_body,
+    unix_now,
+    wait_for_result,
+)
+from vllm_sim.api.logprobs import chat_logprobs, check_logprobs_count
+from vllm_sim.api.streaming import closing_events, json_str, sse_events
+from vllm_sim.api.usage import usage_of
+from vllm_sim.engine.errors import RequestError
+from vllm_sim.engine.request import GenerationRequest, Prompt
+from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.engine.tokenizer import ChatTurn
+from vllm_sim.server.http import AnyResponse, HttpRequest, StreamingResponse, json_response
+
+
+class ImageUrl(msgspec.Struct):
+    url: str = ""
+
+
+class ContentBlock(msgspec.Struct):
+    type: str
+    text: str | None = None
+    image_url: ImageUrl | None = None
+
+
+class FunctionCall(msgspec.Struct):
+    name: str = ""
+    arguments: str = ""
+
+
+class ToolCall(msgspec.Struct):
+    function: FunctionCall
+    id: str | None = None
+    type: str = "function"
+
+
+class ChatMessage(msgspec.Struct):
+    role: str
+    content: str | list[ContentBlock] | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class StreamOptions(msgspec.Struct):
+    include_usage: bool = False
+
+
+class ChatRequest(msgspec.Struct):
+    messages: list[ChatMessage]
+    model: str | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    ignore_eos: bool = False
+    logprobs: bool = False
+    top_logprobs: int | None = None
+    # Accepted now, acted on by the tool-calling layer.
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+
+
+_decoder = msgspec.json.Decoder(ChatRequest)
+
+
+def message_text(message: ChatMessage) -> str:
+    """A message as plain text: its content blocks, then one [name(args)] per tool call."""
+    content = message.content
+    if content is None:
+        text = ""
+    elif isinstance(content, str):
+        text = content
+    else:
+        parts = []
+        for block in content:
+            if block.type == "text" and block.text is not None:
+                parts.append(block.text)
+            elif block.type == "image_url" and block.image_url and block.image_url.url:
+                parts.append(f"image: {block.image_url.url}")
+        text = "\n".join(parts)
+    for call in message.tool_calls or ():
+        text += f"[{call.function.name}({call.function.arguments})]"
+    return text
+
+
+def _validate(body: ChatRequest) -> int | None:
+    """Checks vLLM's and the reference's rules; returns the effective max tokens."""
+    if body.n is not None and body.n < 1:
+        raise RequestError(400, "n must be at least 1", param="n")
+    max_tokens = body.max_completion_tokens
+    field = "max_completion_tokens"
+    if max_tokens is None:
+        max_tokens, field = body.max_tokens, "max_tokens"
+    check_positive(max_tokens, "Max completion tokens and max tokens should be positive", field)
+    if body.ignore_eos and max_tokens is None:
+        raise RequestError(
+            400,
+            "Ignore_eos is true but max_completion_tokens (or max_tokens) is not set",
+            param="ignore_eos",
+        )
+    check_logprobs_count(body.top_logprobs, "top_logprobs")
+    if body.top_logprobs and not body.logprobs:
+        raise RequestError(
+            400, "when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs"
+        )
+    return max_tokens
+
+
+async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+    body = decode_body(request.body, _decoder)
+    request_id = ctx.request_id(request)
+    model = ctx.resolve_model(body.model)
+    max_tokens = _validate(body)
+    turns = [ChatTurn(m.role, message_text(m), m.tool_call_id) for m in body.messages]
+    token_ids = ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns))
+    echo_text = turns[-1].text if turns else ""
+    generation = GenerationRequest(
+        request_id=request_id,
+        model=model,
+        prompts=[Prompt(token_ids, echo_text)],
+        n=body.n or 1,
+        max_tokens=max_tokens,
+        ignore_eos=body.ignore_eos,
+        arrival_time=unix_now(),
+        max_tokens_field="max_completion_tokens"
+        if body.max_completion_tokens is not None
+        else "max_tokens",
+    )
+    stream = ctx.engine.submit(generation)
+    headers = ctx.response_headers(request_id)
+    top = (body.top_logprobs or 0) if body.logprobs else -1
+    if body.stream:
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        encoder = ChatChunks(stream, f"chatcmpl-{request_id}", model, top, include_usage)
+        return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
+    await wait_for_result(stream, request)
+    return json_response(_completion(stream, f"chatcmpl-{request_id}", model, top), headers=headers)
+
+
+def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "object": "chat.completion",
+        "created": int(stream.request.arrival_time),
+        "model": model,
+        "choices": [_choice(seq, top) for seq in stream.sequences],
+        "usage": usage_of(stream.sequences).openai_json(),
+    }
+
+
+def _choice(seq: Sequence, top: int) -> dict[str, Any]:
+    pieces = seq.output_pieces
+    return {
+        "index": seq.index,
+        "message": {"role": "assistant", "content": "".join(pieces)},
+        "logprobs": chat_logprobs(pieces, 0, top) if top >= 0 else None,
+        "finish_reason": seq.finish_reason,
+    }
+
+
+class ChatChunks:
+    """Chat completion chunks, spliced from precomputed bytes around each token."""
+
+    def __init__(
+        self, stream: RequestStream, rid: str, model: str, top: int, include_usage: bool
+    ) -> None:
+        self._rid = rid
+        self._model = model
+        self._created = int(stream.request.arrival_time)
+        self._top = top
+        self._include_usage = include_usage
+        self._head = (
+            b'data: {"id":'
+            + json_str(rid)
+            + b',"object":"chat.completion.chunk","created":'
+            + str(self._created).encode()
+            + b',"model":'
+            + json_str(model)
+            + b',"choices":[{"index":'
+        )
+
+    def _chunk(self, seq: Sequence, delta: bytes, logprobs: bytes, finish: bytes) -> bytes:
+        return (
+            self._head
+            + str(seq.index).encode()
+            + b',"delta":'
+            + delta
+            + b',"logprobs":'
+            + logprobs
+            + b',"finish_reason":'
+            + finish
+            + b'}],"usage":null}\n\n'
+        )
+
+    def opening(self, seq: Sequence) -> bytes:
+        return self._chunk(seq, b'{"role":"assistant","content":""}', b"null", b"null")
+
+    def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
+        pieces = seq.output_pieces
+        if self._top < 0:
+            head = self._head + str(seq.index).encode() + b',"delta":{"content":'
+            tail = b'},"logprobs":null,"finish_reason":null}],"usage":null}\n\n'
+            return b"".join([head + json_str(pieces[i]) + tail for i in range(start, end)])
+        return b"".join(
+            self._chunk(
+                seq,
+                b'{"content":' + json_str(pieces[i]) + b"}",
+                msgspec.json.encode(chat_logprobs([pieces[i]], i, self._top)),
+                b"null",
+            )
+            for i in range(start, end)
+        )
+
+    def finish(self, seq: Sequence) -> bytes:
+        return self._chunk(seq, b"{}", b"null", json_str(seq.finish_reason or "stop"))
+
+    def closing(self, stream: RequestStream) -> bytes:
+        return closing_events(
+            stream,
+            self._rid,
+            "chat.completion.chunk",
+            self._created,
+            self._model,
+            self._include_usage,
+        )

@@ -1,0 +1,139 @@
+"""What every protocol handler shares: the API context, body decoding, streaming."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from typing import TypeVar
+
+import msgspec
+
+from vllm_sim.engine.core import Engine
+from vllm_sim.engine.errors import RequestError
+from vllm_sim.engine.sequence import RequestStream
+from vllm_sim.engine.tokenizer import Tokenizer
+from vllm_sim.server.http import Headers, HttpRequest
+
+T = TypeVar("T")
+
+PARSE_ERROR_PREFIX = "Failed to read and parse request body, "
+_PATH = re.compile(r" - at `\$\.?([^`]*)`$")
+
+
+class RequestIds:
+    """Request ids as the reference makes them: uuid5 of "<seed>-<port>-<counter>"."""
+
+    __slots__ = ("_counter", "_prefix")
+
+    def __init__(self, seed: int, port: int) -> None:
+        self._prefix = f"{seed}-{port}-"
+        self._counter = 0
+
+    def next(self) -> str:
+        name = f"{self._prefix}{self._counter}"
+        self._counter += 1
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+
+
+class ApiContext:
+    """The state protocol handlers read: engine, tokenizer, names, response headers."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        tokenizer: Tokenizer,
+        served_model_names: tuple[str, ...],
+        base_model: str,
+        max_model_len: int,
+        request_ids: RequestIds,
+        pod_headers: Headers,
+        echo_request_id: bool,
+        mode: str,
+    ) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.served_model_names = served_model_names
+        self.display_model = served_model_names[0]
+        self.base_model = base_model
+        self.max_model_len = max_model_len
+        self.request_ids = request_ids
+        self.pod_headers = pod_headers
+        self.echo_request_id = echo_request_id
+        self.mode = mode
+        self._served = frozenset(served_model_names)
+
+    def resolve_model(self, name: str | None) -> str:
+        """The model name a response carries; 404 for a model this server does not serve.
+
+        A missing model means the default one, as in vLLM.
+        """
+        if not name or name in self._served:
+            return self.display_model
+        raise RequestError(404, f"The model `{name}` does not exist.", param="model")
+
+    def request_id(self, request: HttpRequest) -> str:
+        if self.echo_request_id:
+            given = request.header(b"x-request-id")
+            if given:
+                return given
+        return self.request_ids.next()
+
+    def response_headers(self, request_id: str) -> Headers:
+        """Pod headers, and X-Request-Id when --enable-request-id-headers is on."""
+        if not self.echo_request_id:
+            return self.pod_headers
+        return [*self.pod_headers, (b"x-request-id", request_id.encode())]
+
+
+def decode_body(body: bytes, decoder: msgspec.json.Decoder[T]) -> T:
+    """Decodes and type-checks a JSON body; a 400 naming the offending field otherwise."""
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        match = _PATH.search(text)
+        param = match.group(1) if match else None
+        raise RequestError(400, PARSE_ERROR_PREFIX + text, param=param) from None
+    except msgspec.DecodeError as exc:
+        raise RequestError(400, PARSE_ERROR_PREFIX + str(exc)) from None
+
+
+def unix_now() -> int:
+    return int(time.time())
+
+
+async def follow(stream: RequestStream, request: HttpRequest) -> AsyncGenerator[None, None]:
+    """Yields each time the stream has news; aborts the request if the client leaves."""
+    stop_watching = None
+    try:
+        while True:
+            if not stream.has_news():
+                if stop_watching is None:
+                    stop_watching = request.on_disconnect(stream.abort)
+                await stream.wait()
+            yield
+            if stream.done:
+                return
+    finally:
+        if stop_watching is not None:
+            stop_watching()
+        stream.abort()  # a no-op once the stream is done
+
+
+async def wait_for_result(stream: RequestStream, request: HttpRequest) -> None:
+    """Waits for a whole non-streaming request; the client leaving aborts it."""
+    if not stream.done:
+        stop_watching = request.on_disconnect(stream.abort)
+        try:
+            await stream.wait_done()
+        finally:
+            stop_watching()
+            stream.abort()
+    stream.raise_if_failed()
+
+
+def check_positive(value: int | None, message: str, param: str) -> None:
+    if value is not None and value <= 0:
+        raise RequestError(400, message, param=param)

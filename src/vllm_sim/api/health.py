@@ -1,0 +1,37 @@
+"""GET /health and /health/ready, and GET /metrics."""
+
+from __future__ import annotations
+
+import time
+
+from vllm_sim.metrics.exposition import CONTENT_TYPE, Registry
+from vllm_sim.server.http import AnyResponse, Handler, HttpRequest, Response
+
+
+class Readiness:
+    """Ready once `startup_duration` has passed since the server started listening."""
+
+    def __init__(self, startup_duration: float) -> None:
+        self._ready_at = time.monotonic() + startup_duration
+
+    @property
+    def ready(self) -> bool:
+        return time.monotonic() >= self._ready_at
+
+
+async def health(request: HttpRequest) -> AnyResponse:
+    return Response(200, b"")
+
+
+def readiness_handler(readiness: Readiness) -> Handler:
+    async def ready(request: HttpRequest) -> AnyResponse:
+        return Response(200 if readiness.ready else 503, b"")
+
+    return ready
+
+
+def metrics_handler(registry: Registry) -> Handler:
+    async def metrics(request: HttpRequest) -> AnyResponse:
+        return Response(200, registry.render(), CONTENT_TYPE)
+
+    return metrics

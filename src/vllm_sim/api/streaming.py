@@ -1,0 +1,97 @@
+"""One server-sent-events driver for every protocol: protocols differ only in framing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import Protocol
+
+import msgspec
+
+from vllm_sim.api.common import follow
+from vllm_sim.api.usage import usage_of
+from vllm_sim.engine.errors import RequestAborted, RequestError
+from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.server.http import HttpRequest, error_body
+
+
+class ChunkEncoder(Protocol):
+    """How one protocol frames the life of each choice as SSE events."""
+
+    def opening(self, seq: Sequence) -> bytes:
+        """Sent once per choice, just before its first token (chat: the role chunk)."""
+
+    def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
+        """One event per token in [start, end)."""
+
+    def finish(self, seq: Sequence) -> bytes:
+        """Sent once per choice when it finishes."""
+
+    def closing(self, stream: RequestStream) -> bytes:
+        """Sent once at the end of a successful stream (usage, [DONE])."""
+
+
+def error_event(error: RequestError) -> bytes:
+    return b"data: " + error_body(error) + b"\n\ndata: [DONE]\n\n"
+
+
+async def sse_events(
+    stream: RequestStream, request: HttpRequest, encoder: ChunkEncoder
+) -> AsyncGenerator[bytes, None]:
+    """Encodes a request's tokens as they are released, until it ends or the client leaves."""
+    opened = [False] * len(stream.sequences)
+    closed = [False] * len(stream.sequences)
+    async for _ in follow(stream, request):
+        parts: list[bytes] = []
+        for i, seq in enumerate(stream.sequences):
+            if closed[i]:
+                continue
+            if seq.emitted > seq.sent or seq.finished:
+                if not opened[i]:
+                    opened[i] = True
+                    parts.append(encoder.opening(seq))
+                if seq.emitted > seq.sent:
+                    parts.append(encoder.tokens(seq, seq.sent, seq.emitted))
+                    seq.sent = seq.emitted
+            if seq.finished:
+                closed[i] = True
+                parts.append(encoder.finish(seq))
+        error = stream.error
+        if isinstance(error, RequestAborted):
+            return
+        if error is not None:
+            parts.append(error_event(_as_request_error(error)))
+        elif stream.done:
+            parts.append(encoder.closing(stream))
+        if parts:
+            yield b"".join(parts)
+
+
+def _as_request_error(error: BaseException) -> RequestError:
+    if isinstance(error, RequestError):
+        return error
+    return RequestError(500, str(error))
+
+
+_encode = msgspec.json.encode
+
+
+def json_str(text: str) -> bytes:
+    """A JSON string literal (with quotes), for splicing into precomputed chunks."""
+    return _encode(text)
+
+
+def closing_events(
+    stream: RequestStream, rid: str, obj: str, created: int, model: str, include_usage: bool
+) -> bytes:
+    """The optional usage chunk (no choices), then [DONE]: same for chat and completions."""
+    if not include_usage:
+        return b"data: [DONE]\n\n"
+    chunk = {
+        "id": rid,
+        "object": obj,
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": usage_of(stream.sequences).openai_json(),
+    }
+    return b"data: " + _encode(chunk) + b"\n\ndata: [DONE]\n\n"

@@ -1,0 +1,324 @@
+"""THE settings table: every flag, YAML key and env var, with default, help and rules.
+
+Parsing (argv, YAML, env), validation, `--help`, `docs/flags.md` and `/admin/config` are all
+driven by `SETTINGS`; nothing else lists settings.
+
+Entries are in the reference's validation order (configuration.md §5): validation walks the
+table and the first failing rule wins, so a rule sits on the entry the reference checks it at.
+Help and docs regroup entries by `group`, keeping this order within a group.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import rules as r
+from .kinds import BOOL, DURATION, FAKE_METRICS, FLOAT, INT, LORAS, STRING, STRINGS, Kind
+from .rules import Fill, Rule
+
+MS = 1_000_000
+SECOND = 1_000 * MS
+
+
+class Group(enum.Enum):
+    """Help sections, in display order."""
+
+    SERVER = "Server"
+    MODEL = "Model"
+    ENGINE = "Engine & queue"
+    LATENCY = "Latency"
+    CONTENT = "Content & tools"
+    KV = "KV cache & events"
+    LORA = "LoRA"
+    FAILURES = "Failure injection & fake metrics"
+    DATA_PARALLEL = "Data parallel"
+    TLS = "TLS"
+    DATASETS = "Tokenizer & datasets"
+    IGNORED = "Ignored vLLM flags"
+    LOGGING = "Logging"
+    ENVIRONMENT = "Environment"
+
+
+class Admin(enum.Enum):
+    """Whether POST /admin/config may change a setting."""
+
+    NO = "no"
+    YES = "yes"
+    LATENCY = "yes (rebuilds the latency model)"
+
+
+class EnvRule(enum.Enum):
+    """Where an environment variable sits in the precedence order."""
+
+    DEFAULT = "replaces the default; the YAML file still wins"
+    OVER_YAML = "used when the flag is absent and the variable is non-empty; beats YAML"
+    ONLY = "environment only"
+
+
+@dataclass(frozen=True, slots=True)
+class EnvVar:
+    name: str
+    rule: EnvRule
+    parse: Callable[[str], Any] = str
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One configurable value. `attr` None = accepted and ignored (klog, `--config`)."""
+
+    key: str  # flag name without dashes; also the YAML key when `yaml`
+    kind: Kind
+    default: Any
+    group: Group
+    help: str
+    attr: str | None
+    json_key: str | None  # key in GET /admin/config, None = not shown
+    cli: bool = True
+    yaml: bool = True
+    admin: Admin = Admin.NO
+    env: EnvVar | None = None
+    rules: tuple[Rule, ...] = ()
+    fill: Fill | None = None
+    shorthand: str | None = None
+    default_factory: Callable[[], Any] | None = None
+    default_doc: str | None = None  # shown instead of a computed default
+
+    def initial(self) -> Any:
+        return self.default_factory() if self.default_factory else self.default
+
+
+def flag(key: str, kind: Kind, default: Any, group: Group, help: str, **extra: Any) -> Setting:
+    """A flag that is also a YAML key, a Config attribute and a GET /admin/config key."""
+    return Setting(key, kind, default, group, help, key.replace("-", "_"), key, **extra)
+
+
+def cli_only(key: str, kind: Kind, default: Any, help: str) -> Setting:
+    """Accepted and ignored (`--config` is read by the loader, klog flags have no effect)."""
+    group = Group.SERVER if key == "config" else Group.LOGGING
+    return Setting(key, kind, default, group, help, None, None, yaml=False)
+
+
+def env_only(key: str, kind: Kind, default: Any, help: str, json_key: str, env: EnvVar) -> Setting:
+    """Neither flag nor YAML key: the environment sets it; GET /admin/config shows it."""
+    attr = key.replace("-", "_")
+    return Setting(
+        key, kind, default, Group.ENVIRONMENT, help, attr, json_key, cli=False, yaml=False, env=env
+    )
+
+
+def _latency(key: str, help: str, *rules: Rule, admin: Admin = Admin.LATENCY) -> Setting:
+    return flag(key, DURATION, 0, Group.LATENCY, help, admin=admin, rules=rules)
+
+
+S, M, E, L, C, K = Group.SERVER, Group.MODEL, Group.ENGINE, Group.LATENCY, Group.CONTENT, Group.KV
+NN = r.not_negative
+
+# fmt: off
+SETTINGS: tuple[Setting, ...] = (
+    cli_only("config", STRING, "", "YAML file of settings (keys = flag names); flags beat it"),
+    flag("model", STRING, "", M, "Base model name (also positional: `vllm-sim [serve] MODEL`)",
+         rules=(r.not_empty("model parameter is empty"),),
+         env=EnvVar("SIM_MODEL", EnvRule.OVER_YAML)),
+    flag("served-model-name", STRINGS, (), M,
+         "Names the API serves; the first is used in responses and metrics",
+         fill=r.fill_served_names, default_doc="[model]"),
+    flag("mode", STRING, "random", M, "Response text: `random` sentences or `echo` the prompt",
+         rules=(r.one_of(r.MODES,
+                         "invalid mode '{value}', valid values are 'random' and 'echo'"),)),
+    flag("seed", INT, 0, M, "Random seed for content, lengths and jitter",
+         default_factory=time.time_ns, default_doc="current time (Unix ns)"),
+    flag("port", INT, 8000, S, "HTTP (and gRPC) port; rank r of data parallel uses port+r",
+         rules=(r.at_least(1, "invalid port '{value}'"),)),
+    _latency("inter-token-latency", "Mean delay between output tokens",
+             NN("inter token latency cannot be negative")),
+    _latency("inter-token-latency-std-dev", "Std-dev of the inter-token latency",
+             NN("inter token latency standard deviation cannot be negative"),
+             r.std_cap("inter_token_latency", "inter token latency standard deviation cannot "
+                       "be more than 30% of inter token latency")),
+    _latency("time-to-first-token", "Mean time to first token (constant calculator)",
+             NN("time to first token cannot be negative")),
+    _latency("time-to-first-token-std-dev", "Std-dev of the time to first token",
+             NN("time to first token standard deviation cannot be negative"),
+             r.std_cap("time_to_first_token", "time to first token standard deviation cannot "
+                       "be more than 30% of time to first token")),
+    _latency("time-to-generate-image", "Extra delay for a generated image (omni)",
+             NN("time to generate image cannot be negative"), admin=Admin.YES),
+    _latency("time-to-generate-image-std-dev", "Std-dev of the image generation time",
+             NN("time to generate image standard deviation cannot be negative"),
+             r.std_cap("time_to_generate_image", "time to generate image standard deviation "
+                       "cannot be more than 30% of time to generate image"), admin=Admin.YES),
+    _latency("prefill-overhead", "Fixed prefill time (per-token calculator)",
+             NN("prefill overhead cannot be negative")),
+    _latency("prefill-time-per-token", "Prefill time per uncached prompt token",
+             NN("prefill time per token cannot be negative")),
+    _latency("prefill-time-std-dev", "Std-dev of the prefill time (no 30% cap)",
+             NN("prefill time standard deviation cannot be negative")),
+    _latency("kv-cache-transfer-time-per-token", "P/D: KV transfer time per prompt token",
+             NN("kv-cache transfer time per token cannot be negative")),
+    _latency("kv-cache-transfer-time-std-dev", "P/D: std-dev of the per-token transfer time",
+             NN("kv-cache transfer time standard deviation cannot be negative")),
+    _latency("kv-cache-transfer-latency", "P/D: fixed KV transfer time (constant calculator)",
+             NN("kv-cache transfer time cannot be negative")),
+    _latency("kv-cache-transfer-latency-std-dev", "P/D: std-dev of the KV transfer time",
+             NN("kv-cache transfer time standard deviation cannot be negative"),
+             r.std_cap("kv_cache_transfer_latency", "kv-cache transfer standard deviation "
+                       "cannot be more than 30% of kv-cache transfer")),
+    flag("time-factor-under-load", FLOAT, 1.0, L,
+         "Latency multiplier reached when all max-num-seqs slots run", admin=Admin.LATENCY,
+         rules=(r.at_least(1.0, "time factor under load cannot be less than 1.0"),)),
+    flag("max-loras", INT, 1, Group.LORA, "LoRAs that can run at the same time",
+         rules=(r.at_least(1, "max LoRAs cannot be less than 1"),)),
+    flag("max-cpu-loras", INT, 0, Group.LORA, "LoRAs kept loaded; 0 means --max-loras",
+         fill=r.fill_cpu_loras, default_doc="max-loras",
+         rules=(r.not_below("max_loras", "max CPU LoRAs cannot be less than max LoRAs"),)),
+    flag("max-model-len", INT, 1024, M, "Context window: prompt plus output tokens",
+         rules=(r.at_least(1, "max model len cannot be less than 1"),)),
+    flag("max-num-seqs", INT, 5, E, "Requests running at once; the rest wait",
+         rules=(r.at_least(1, "max num seqs cannot be less than 1"),)),
+    flag("max-waiting-queue-length", INT, 1000, E, "Waiting requests before new ones are refused",
+         rules=(NN("max waiting queue size cannot be less than 0"),)),
+    flag("lora-modules", LORAS, (), Group.LORA,
+         'LoRAs as JSON, one per value: {"name":..,"path":..,"base_model_name":..}',
+         rules=(r.LORA_MODULES,)),
+    flag("min-tool-call-integer-param", INT, 0, C, "Smallest generated integer argument"),
+    flag("max-tool-call-integer-param", INT, 100, C, "Largest generated integer argument",
+         rules=(r.not_below("min_tool_call_integer_param", "MaxToolCallIntegerParam cannot be "
+                            "less than MinToolCallIntegerParam"),)),
+    flag("min-tool-call-number-param", FLOAT, 0.0, C, "Smallest generated number argument"),
+    flag("max-tool-call-number-param", FLOAT, 100.0, C, "Largest generated number argument",
+         rules=(r.not_below("min_tool_call_number_param", "MaxToolCallNumberParam cannot be "
+                            "less than MinToolCallNumberParam"),)),
+    flag("max-tool-call-array-param-length", INT, 5, C, "Longest generated array argument",
+         rules=(r.not_below("min_tool_call_array_param_length", "MaxToolCallArrayParamLength "
+                            "cannot be less than MinToolCallArrayParamLength"),)),
+    flag("min-tool-call-array-param-length", INT, 1, C, "Shortest generated array argument",
+         rules=(NN("MinToolCallArrayParamLength cannot be negative"),)),
+    flag("tool-call-not-required-param-probability", INT, 50, C,
+         "Chance (%) to include an optional tool argument",
+         rules=(r.between(0, 100, "ToolCallNotRequiredParamProbability should be between 0 "
+                          "and 100"),)),
+    flag("object-tool-call-not-required-field-probability", INT, 50, C,
+         "Chance (%) to include an optional object field",
+         rules=(r.between(0, 100, "ObjectToolCallNotRequiredParamProbability should be "
+                          "between 0 and 100"),)),
+    flag("tool-call-extra-call-probability", INT, 45, C, "Chance (%) of one more tool call",
+         rules=(r.between(0, 100, "ToolCallExtraCallProbability should be between 0 and 100"),)),
+    flag("enable-kvcache", BOOL, False, K,
+         "Simulate the prefix KV cache and publish KV events (needs POD_IP)"),
+    flag("block-size", INT, 16, K, "Tokens per KV block",
+         rules=(r.one_of(r.BLOCK_SIZES, "token block size should be one of the following: "
+                         "8, 16, 32, 64, 128"),)),
+    flag("kv-cache-size", INT, 1024, K, "KV cache capacity in blocks",
+         rules=(NN("KV cache size cannot be negative"),)),
+    flag("event-batch-size", INT, 16, K, "KV events per published batch",
+         rules=(r.at_least(1, "event batch size cannot less than 1"),)),
+    flag("use-vllm-map-event-format", BOOL, False, K, "Encode KV events as maps, like vLLM"),
+    flag("hash-seed", STRING, "", K, "Seed of the block hashes (vLLM: PYTHONHASHSEED)",
+         env=EnvVar("PYTHONHASHSEED", EnvRule.OVER_YAML)),
+    flag("kv-events-replay-endpoint", STRING, "", K, "ZMQ endpoint serving event replay"),
+    flag("kv-events-replay-queue-size", INT, 1024, K, "Events kept for replay",
+         rules=(r.REPLAY_QUEUE,)),
+    flag("failure-injection-rate", INT, 0, Group.FAILURES, "Chance (%) a request fails",
+         admin=Admin.YES,
+         rules=(r.between(0, 100, "failure injection rate should be between 0 and 100"),)),
+    flag("image-emission-rate", INT, 0, C, "Chance (%) an omni response carries an image",
+         admin=Admin.YES,
+         rules=(r.between(0, 100, "image emission rate should be between 0 and 100"),)),
+    flag("failure-types", STRINGS, (), Group.FAILURES,
+         "Failure types to inject; none given means all", admin=Admin.YES,
+         rules=(r.FAILURE_TYPES_RULE,), default_doc="all types"),
+    flag("fake-metrics", FAKE_METRICS, None, Group.FAILURES,
+         "Expose these metrics instead of real ones (JSON object)", admin=Admin.YES,
+         rules=(r.FAKE_METRICS_RULE,), default_doc="real metrics"),
+    flag("fake-metrics-refresh-interval", DURATION, 100 * MS, Group.FAILURES,
+         "How often fake-metric generators are re-evaluated", rules=(r.REFRESH_INTERVAL,)),
+    flag("data-parallel-size", INT, 1, Group.DATA_PARALLEL,
+         "Ranks to run in this process, on port..port+N-1",
+         rules=(r.between(1, 8, "data parallel size must be between 1 and 8"),)),
+    flag("data-parallel-rank", INT, -1, Group.DATA_PARALLEL,
+         "Run only this rank (on --port); negative means unset",
+         rules=(r.Rule("≤ 7", "data parallel rank must be between 0 and 7",
+                       lambda v, _: "data parallel rank must be between 0 and 7"
+                       if v > 7 else None),)),
+    flag("zmq-endpoint", STRING, "tcp://127.0.0.1:5557", K, "ZMQ endpoint KV events go to",
+         rules=(r.PORT_CLASH,)),
+    flag("ssl-certfile", STRING, "", Group.TLS, "TLS certificate file (serve HTTPS)"),
+    flag("ssl-keyfile", STRING, "", Group.TLS, "TLS private key file", rules=(r.SSL_PAIR,)),
+    flag("self-signed-certs", BOOL, False, Group.TLS, "Serve HTTPS with a generated certificate",
+         rules=(r.SELF_SIGNED,)),
+    flag("dataset-url", STRING, "", Group.DATASETS, "Download the dataset from here if missing",
+         rules=(r.DATASET_URL,)),
+    flag("dataset-path", STRING, "", Group.DATASETS, "SQLite dataset of responses",
+         rules=(r.ECHO_DATASET,)),
+    flag("dataset-in-memory", BOOL, False, Group.DATASETS, "Load the whole dataset into memory"),
+    flag("dataset-table-name", STRING, "llmd", Group.DATASETS, "Table of the dataset"),
+    flag("latency-calculator", STRING, "", L,
+         "`constant`, `per-token`, or empty (legacy: per-token when TTFT is unset)",
+         admin=Admin.LATENCY,
+         rules=(r.one_of(r.LATENCY_CALCULATORS, "unknown latency-calculator {value}, "
+                         "supported calculators are: constant and per-token"),)),
+    flag("global-cache-hit-threshold", FLOAT, 0.0, K,
+         "Prefix-hit ratio at which requests finish with cache_threshold",
+         rules=(r.between(0, 1, "global cache hit threshold must be between in range [0, 1]"),)),
+    flag("default-embedding-dimensions", INT, 384, C, "Embedding size when none is requested",
+         rules=(r.at_least(1, "default embedding dimensions must be at least 1"),)),
+    flag("max-request-body-size-mb", INT, 4, S, "Largest accepted request body",
+         rules=(r.between(1, 512, "max-request-body-size-mb must be between 1 MB and 512 MB, "
+                          "got {value}"),)),
+    flag("enable-request-id-headers", BOOL, False, S, "Echo X-Request-Id in responses"),
+    flag("log-http", BOOL, False, S, "Log every HTTP request"),
+    flag("startup-duration", DURATION, 0, S, "/health/ready answers 503 for this long"),
+    flag("enable-sleep-mode", BOOL, False, S, "Allow /sleep (also needs VLLM_SERVER_DEV_MODE=1)"),
+    flag("mm-encoder-only", BOOL, False, E, "Encoder-only multimodal mode (no gRPC)"),
+    flag("omni", BOOL, False, C, "Omni model: responses may carry generated images"),
+    flag("skip-tool-validation", BOOL, False, C, "Do not validate tool definitions"),
+    flag("render-url", STRING, "http://localhost:8082", Group.DATASETS,
+         "vLLM render service for real tokenization"),
+    flag("render-timeout", DURATION, 30 * SECOND, Group.DATASETS, "Render call timeout"),
+    flag("mm-render-timeout", DURATION, 60 * SECOND, Group.DATASETS,
+         "Render call timeout for multimodal input"),
+    flag("force-dummy-tokenizer", BOOL, False, Group.DATASETS,
+         "Always use the simulated tokenizer"),
+    flag("mm-processor-kwargs", STRING, "", Group.IGNORED, "Accepted, stored, no effect"),
+    flag("ec-transfer-config", STRING, "", Group.IGNORED, "Accepted, stored, no effect"),
+    flag("enforce-eager", BOOL, False, Group.IGNORED, "Accepted, stored, no effect"),
+    flag("enable-prefix-caching", BOOL, False, Group.IGNORED,
+         "Accepted, stored, no effect (prefix caching is always simulated)"),
+    flag("tensor-parallel-size", INT, 0, Group.IGNORED, "Accepted, stored, no effect"),
+    Setting("v", INT, 2, Group.LOGGING,
+            "Log verbosity: 1 warnings, 2 info, 4 per request, 5 trace", "verbosity", None,
+            yaml=False, shorthand="v"),
+    cli_only("vmodule", STRING, "", "klog per-file verbosity (pattern=N,...); ignored"),
+    cli_only("logtostderr", BOOL, True, "klog; ignored (logs always go to stderr)"),
+    cli_only("alsologtostderr", BOOL, False, "klog; ignored"),
+    cli_only("stderrthreshold", STRING, "2", "klog; ignored"),
+    cli_only("log_dir", STRING, "", "klog; ignored"),
+    cli_only("log_file", STRING, "", "klog; ignored"),
+    cli_only("log_file_max_size", INT, 1800, "klog (MB); ignored"),
+    cli_only("one_output", BOOL, False, "klog; ignored"),
+    cli_only("skip_headers", BOOL, False, "klog; ignored"),
+    cli_only("skip_log_headers", BOOL, False, "klog; ignored"),
+    cli_only("add_dir_header", BOOL, False, "klog; ignored"),
+    cli_only("log_backtrace_at", STRING, "", "klog; ignored"),
+    cli_only("alsologtostderrthreshold", STRING, "", "klog; ignored"),
+    cli_only("legacy_stderr_threshold_behavior", BOOL, True, "klog; ignored"),
+    Setting("ip", STRING, "", Group.ENVIRONMENT,
+            "Pod IP for KV-event topics; required by --enable-kvcache", "pod_ip", "IP",
+            cli=False, env=EnvVar("POD_IP", EnvRule.DEFAULT)),
+    env_only("pod-name", STRING, "", "Adds x-inference-pod/x-inference-port headers",
+             "PodName", EnvVar("POD_NAME", EnvRule.ONLY)),
+    env_only("pod-namespace", STRING, "", "Adds the x-inference-namespace header",
+             "PodNameSpace", EnvVar("POD_NAMESPACE", EnvRule.ONLY)),
+    env_only("vllm-dev-mode", BOOL, False, "Exactly `1` enables dev endpoints such as /sleep",
+             "VllmDevMode", EnvVar("VLLM_SERVER_DEV_MODE", EnvRule.ONLY, lambda s: s == "1")),
+)
+# fmt: on
+
+FLAGS: dict[str, Setting] = {s.key: s for s in SETTINGS if s.cli}
+YAML_KEYS: dict[str, Setting] = {s.key: s for s in SETTINGS if s.yaml}
+SHORTHANDS: dict[str, Setting] = {s.shorthand: s for s in SETTINGS if s.shorthand}
+ADMIN_KEYS: dict[str, Setting] = {s.key: s for s in SETTINGS if s.admin is not Admin.NO}

@@ -1,0 +1,333 @@
+"""Value kinds: how one setting's value is read from argv, YAML and JSON, and shown back.
+
+Each kind speaks Go's syntax on the command line (what pflag accepts), yaml.v3's rules in
+files, and encoding/json's rules in `/admin/config`, so files and scripts written for the Go
+simulator keep working.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .durations import format_duration, parse_duration
+from .fake_metrics import FakeMetrics, decode_fake_metrics, fake_metrics_to_json, is_int, json_type
+from .gosyntax import format_go_float, go_quote, parse_go_bool, parse_go_float, parse_go_int
+from .model import LoraModule
+
+# yaml.v3 also reads these plain scalars as booleans when the target is a bool.
+_YAML_EXTRA_BOOLS = {"y": True, "Y": True, "n": False, "N": False}
+
+
+@dataclass(frozen=True, slots=True)
+class YamlValue:
+    """A YAML node reduced to what the kinds need (the loader builds it)."""
+
+    tag: str  # short tag: "!!int", "!!str", "!!seq", ...
+    text: str | None  # scalar text, None for sequences and mappings
+    plain: bool  # an unquoted scalar, the only kind yaml.v3 resolves to non-strings
+    line: int
+    data: Any  # the constructed Python value
+    items: tuple[YamlValue, ...] = ()
+
+
+class YamlMismatch(ValueError):
+    """A YAML value of the wrong type, reported as yaml.v3 does (`cannot unmarshal ...`)."""
+
+    def __init__(self, value: YamlValue, go_type: str, detail: str = "") -> None:
+        text = ""
+        if value.text is not None:
+            shown = value.text if len(value.text) <= 10 else value.text[:7] + "..."
+            text = f" `{shown}`"
+        reason = f": {detail}" if detail else ""
+        super().__init__(
+            f"line {value.line}: cannot unmarshal {value.tag}{text} into {go_type}{reason}"
+        )
+
+
+class JsonMismatch(TypeError):
+    """A JSON value of the wrong type; `got` is its JSON type name."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__(json_type(value))
+        self.got = json_type(value)
+
+
+class BadItem(ValueError):
+    """One item of a list flag is invalid; `item` is the offending argv text."""
+
+    def __init__(self, item: str, detail: str) -> None:
+        super().__init__(detail)
+        self.item = item
+
+
+def loads_json(text: str) -> Any:
+    """json.loads without NaN/Infinity, which Go's decoder rejects too."""
+
+    def reject(constant: str) -> Any:
+        raise ValueError(f"invalid JSON literal {constant}")
+
+    return json.loads(text, parse_constant=reject)
+
+
+class Kind:
+    """Base of all kinds. Scalar kinds implement parse_text, list kinds parse_texts."""
+
+    label = ""  # the type shown in help and docs
+    zero = ""  # how docs show the zero value
+    go_type = ""  # the Go type named in YAML/JSON mismatch messages
+    is_bool = False
+    is_list = False
+    needs_value = False  # a list flag that must be followed by at least one value
+    null_clears = False  # JSON null empties it (Go slices) instead of leaving it unchanged
+
+    def parse_text(self, text: str) -> Any:
+        raise NotImplementedError
+
+    def parse_texts(self, texts: tuple[str, ...]) -> Any:
+        raise NotImplementedError
+
+    def from_yaml(self, value: YamlValue) -> Any:
+        raise NotImplementedError
+
+    def from_json(self, value: object) -> Any:
+        raise JsonMismatch(value)
+
+    def to_json(self, value: Any) -> object:
+        return value
+
+    def show(self, value: Any) -> str:
+        """The value as help and docs print it; "" hides a zero default."""
+        return str(value) if value else ""
+
+
+class IntKind(Kind):
+    label, go_type, zero = "int", "int", "0"
+
+    def parse_text(self, text: str) -> int:
+        return parse_go_int(text)
+
+    def from_yaml(self, value: YamlValue) -> int:
+        if value.plain and value.text is not None:
+            try:
+                return parse_go_int(value.text)
+            except ValueError:
+                pass
+        if value.tag == "!!int" and is_int(value.data):
+            return int(value.data)
+        raise YamlMismatch(value, self.go_type)
+
+    def from_json(self, value: object) -> int:
+        if not is_int(value):
+            raise JsonMismatch(value)
+        assert isinstance(value, int)
+        return value
+
+
+class FloatKind(Kind):
+    label, go_type, zero = "float", "float64", "0"
+
+    def parse_text(self, text: str) -> float:
+        value = parse_go_float(text)
+        if not math.isfinite(value):  # NaN would slip through every range check
+            raise ValueError(f"{text} is not a finite number")
+        return value
+
+    def from_yaml(self, value: YamlValue) -> float:
+        data = value.data
+        if value.tag == "!!str" and value.plain and value.text is not None:
+            with contextlib.suppress(ValueError):
+                data = parse_go_float(value.text)
+        if isinstance(data, int | float) and not isinstance(data, bool) and math.isfinite(data):
+            return float(data)
+        raise YamlMismatch(value, self.go_type)
+
+    def from_json(self, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise JsonMismatch(value)
+        return float(value)
+
+    def show(self, value: Any) -> str:
+        return format_go_float(value) if value else ""
+
+
+class StrKind(Kind):
+    label, go_type, zero = "string", "string", '""'
+
+    def parse_text(self, text: str) -> str:
+        return text
+
+    def from_yaml(self, value: YamlValue) -> str:
+        if value.text is None:
+            raise YamlMismatch(value, self.go_type)
+        return value.text  # yaml.v3 keeps any scalar's literal text for a string
+
+    def from_json(self, value: object) -> str:
+        if not isinstance(value, str):
+            raise JsonMismatch(value)
+        return value
+
+    def show(self, value: Any) -> str:
+        return go_quote(value) if value else ""
+
+
+class BoolKind(Kind):
+    label, go_type, zero, is_bool = "bool", "bool", "false", True
+
+    def parse_text(self, text: str) -> bool:
+        return parse_go_bool(text)
+
+    def from_yaml(self, value: YamlValue) -> bool:
+        if value.tag == "!!bool":
+            return bool(value.data)
+        if value.plain and value.text in _YAML_EXTRA_BOOLS:
+            return _YAML_EXTRA_BOOLS[value.text]
+        raise YamlMismatch(value, self.go_type)
+
+    def from_json(self, value: object) -> bool:
+        if not isinstance(value, bool):
+            raise JsonMismatch(value)
+        return value
+
+    def show(self, value: Any) -> str:
+        return "true" if value else ""
+
+
+class DurationKind(Kind):
+    label, go_type, zero = "duration", "time.Duration", "0s"
+
+    def parse_text(self, text: str) -> int:
+        return parse_duration(text)
+
+    def from_yaml(self, value: YamlValue) -> int:
+        if value.tag == "!!int" and is_int(value.data):
+            # The documented (deprecated) integer form means milliseconds; the reference
+            # rejects it although its own Helm chart writes `timeToFirstToken: 500`.
+            return int(value.data) * 1_000_000
+        if value.tag != "!!str" or value.text is None:
+            raise YamlMismatch(value, self.go_type)
+        try:
+            return parse_duration(value.text)
+        except ValueError as error:
+            raise YamlMismatch(value, self.go_type, str(error)) from None
+
+    def from_json(self, value: object) -> int:
+        """A JSON number is nanoseconds; strings are parsed first by the admin layer."""
+        if isinstance(value, str):
+            return parse_duration(value)
+        if not is_int(value):
+            raise JsonMismatch(value)
+        assert isinstance(value, int)
+        return value
+
+    def to_json(self, value: Any) -> object:
+        return format_duration(value)
+
+    def show(self, value: Any) -> str:
+        return format_duration(value) if value else ""
+
+
+class StrListKind(Kind):
+    label, go_type, zero, is_list, null_clears = "strings", "[]string", "[]", True, True
+
+    def parse_texts(self, texts: tuple[str, ...]) -> tuple[str, ...]:
+        return texts
+
+    def from_yaml(self, value: YamlValue) -> tuple[str, ...]:
+        if value.tag != "!!seq":
+            raise YamlMismatch(value, self.go_type)
+        return tuple(StrKind().from_yaml(item) for item in value.items)
+
+    def from_json(self, value: object) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise JsonMismatch(value)
+        return tuple(value)
+
+    def to_json(self, value: Any) -> object:
+        return list(value) if value else None  # Go shows an unset list as null
+
+    def show(self, value: Any) -> str:
+        return " ".join(value)
+
+
+def decode_lora(text: str) -> LoraModule:
+    """One LoRA as JSON `{"name":..,"path":..,"base_model_name":..}`; other keys ignored."""
+    try:
+        data = loads_json(text)
+    except ValueError as error:
+        raise ValueError(f'expected JSON like {{"name":"l1","path":"/p"}}: {error}') from None
+    if not isinstance(data, dict):
+        raise ValueError(f"cannot unmarshal {json_type(data)} into a LoRA module object")
+    fields = {key: data.get(key, "") for key in ("name", "path", "base_model_name")}
+    for key, field_value in fields.items():
+        if not isinstance(field_value, str):
+            raise ValueError(f"cannot unmarshal {json_type(field_value)} into LoRA {key} string")
+    return LoraModule(**fields)
+
+
+class LoraListKind(Kind):
+    label, go_type, zero, is_list = "json...", "[]string", "[]", True
+
+    def parse_texts(self, texts: tuple[str, ...]) -> tuple[LoraModule, ...]:
+        modules = []
+        for text in texts:
+            try:
+                modules.append(decode_lora(text))
+            except ValueError as error:
+                raise BadItem(text, str(error)) from None
+        return tuple(modules)
+
+    def from_yaml(self, value: YamlValue) -> tuple[LoraModule, ...]:
+        texts = StrListKind().from_yaml(value)  # YAML holds each LoRA as a JSON string
+        modules = []
+        for item, text in zip(value.items, texts, strict=True):
+            try:
+                modules.append(decode_lora(text))
+            except ValueError as error:
+                raise YamlMismatch(item, "LoRA module", str(error)) from None
+        return tuple(modules)
+
+    def to_json(self, value: Any) -> object:
+        if not value:
+            return None
+        return [
+            {"base_model_name": m.base_model_name, "name": m.name, "path": m.path} for m in value
+        ]
+
+    def show(self, value: Any) -> str:
+        return " ".join(module.name for module in value)
+
+
+class FakeMetricsKind(Kind):
+    label, go_type, zero, is_list, needs_value = "json", "fake metrics", "unset", True, True
+
+    def parse_texts(self, texts: tuple[str, ...]) -> FakeMetrics | None:
+        first = texts[0]  # the reference uses only the first value
+        try:
+            data = loads_json(first)
+            return None if data is None else decode_fake_metrics(data)
+        except ValueError as error:
+            raise BadItem(first, str(error)) from None
+
+    def from_yaml(self, value: YamlValue) -> FakeMetrics:
+        if value.tag != "!!map":
+            raise YamlMismatch(value, "fake metrics mapping")
+        try:
+            return decode_fake_metrics(value.data, from_yaml=True)
+        except ValueError as error:
+            raise ValueError(f"line {value.line}: {error}") from None
+
+    def to_json(self, value: Any) -> object:
+        return None if value is None else fake_metrics_to_json(value)
+
+    def show(self, value: Any) -> str:
+        return "set" if value is not None else ""
+
+
+INT, FLOAT, STRING, BOOL, DURATION = IntKind(), FloatKind(), StrKind(), BoolKind(), DurationKind()
+STRINGS, LORAS, FAKE_METRICS = StrListKind(), LoraListKind(), FakeMetricsKind()

@@ -1,0 +1,126 @@
+"""The effective configuration: one immutable value the whole simulator reads.
+
+Attribute `x_y` is the flag `--x-y` and the YAML key `x-y` (see `flags.SETTINGS`, which holds
+defaults, help and rules; `load_config` fails loudly if the two ever disagree). Durations are
+integer nanoseconds, lists are tuples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .fake_metrics import FakeMetrics
+
+
+@dataclass(frozen=True, slots=True)
+class LoraModule:
+    """One `--lora-modules` entry; an empty base model means "the served model"."""
+
+    name: str
+    path: str = ""
+    base_model_name: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    # Server
+    port: int
+    max_request_body_size_mb: int
+    enable_request_id_headers: bool
+    log_http: bool
+    startup_duration: int
+    enable_sleep_mode: bool
+    # Model
+    model: str
+    served_model_name: tuple[str, ...]
+    mode: str
+    seed: int
+    max_model_len: int
+    # Engine & queue
+    max_num_seqs: int
+    max_waiting_queue_length: int
+    mm_encoder_only: bool
+    # Latency (nanoseconds, except the factor)
+    latency_calculator: str
+    time_to_first_token: int
+    time_to_first_token_std_dev: int
+    inter_token_latency: int
+    inter_token_latency_std_dev: int
+    kv_cache_transfer_latency: int
+    kv_cache_transfer_latency_std_dev: int
+    prefill_overhead: int
+    prefill_time_per_token: int
+    prefill_time_std_dev: int
+    kv_cache_transfer_time_per_token: int
+    kv_cache_transfer_time_std_dev: int
+    time_factor_under_load: float
+    time_to_generate_image: int
+    time_to_generate_image_std_dev: int
+    # Content & tools
+    image_emission_rate: int
+    omni: bool
+    skip_tool_validation: bool
+    max_tool_call_integer_param: int
+    min_tool_call_integer_param: int
+    max_tool_call_number_param: float
+    min_tool_call_number_param: float
+    max_tool_call_array_param_length: int
+    min_tool_call_array_param_length: int
+    tool_call_not_required_param_probability: int
+    object_tool_call_not_required_field_probability: int
+    tool_call_extra_call_probability: int
+    default_embedding_dimensions: int
+    # KV cache & events
+    enable_kvcache: bool
+    kv_cache_size: int
+    block_size: int
+    hash_seed: str
+    zmq_endpoint: str
+    event_batch_size: int
+    use_vllm_map_event_format: bool
+    kv_events_replay_endpoint: str
+    kv_events_replay_queue_size: int
+    global_cache_hit_threshold: float
+    # LoRA
+    max_loras: int
+    max_cpu_loras: int
+    lora_modules: tuple[LoraModule, ...]
+    # Failure injection & fake metrics
+    failure_injection_rate: int
+    failure_types: tuple[str, ...]
+    fake_metrics: FakeMetrics | None
+    fake_metrics_refresh_interval: int
+    # Data parallel
+    data_parallel_size: int
+    data_parallel_rank: int
+    # TLS
+    ssl_certfile: str
+    ssl_keyfile: str
+    self_signed_certs: bool
+    # Tokenizer & datasets
+    dataset_path: str
+    dataset_url: str
+    dataset_in_memory: bool
+    dataset_table_name: str
+    render_url: str
+    render_timeout: int
+    mm_render_timeout: int
+    force_dummy_tokenizer: bool
+    # Accepted vLLM flags without effect
+    mm_processor_kwargs: str
+    ec_transfer_config: str
+    enforce_eager: bool
+    enable_prefix_caching: bool
+    tensor_parallel_size: int
+    # Logging (klog -v)
+    verbosity: int
+    # Environment (POD_IP may also come from the YAML key `ip`)
+    pod_name: str
+    pod_namespace: str
+    pod_ip: str
+    vllm_dev_mode: bool
+
+    @property
+    def display_model_name(self) -> str:
+        """The model name responses and metrics carry: the first served name."""
+        return self.served_model_name[0] if self.served_model_name else self.model

@@ -1,0 +1,212 @@
+"""Validation rules and fill-ins that the settings table attaches to its entries.
+
+A rule sees the setting's value and the whole (not yet validated) Config, so cross-field rules
+live next to the field the reference checks them at. Messages are the reference's, typos
+included, because scripts and tests match on them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .fake_metrics_rules import fake_metrics_error
+from .model import Config
+
+FAILURE_TYPES = (
+    "rate_limit",
+    "invalid_api_key",
+    "context_length",
+    "server_error",
+    "invalid_request",
+    "model_not_found",
+)
+MODES = ("random", "echo")
+LATENCY_CALCULATORS = ("", "constant", "per-token")
+BLOCK_SIZES = (8, 16, 32, 64, 128)
+
+Check = Callable[[Any, Config], str | None]
+Fill = Callable[[Config], Config]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """`check` returns the error text or None; `doc` and `message` feed help and docs."""
+
+    doc: str
+    message: str
+    check: Check
+
+
+def _format(message: str, value: object) -> str:
+    return message.format(value=value)
+
+
+def at_least(low: float, message: str) -> Rule:
+    return Rule(f"≥ {low}", message, lambda v, _: _format(message, v) if v < low else None)
+
+
+def between(low: float, high: float, message: str) -> Rule:
+    def check(value: Any, _: Config) -> str | None:
+        return None if low <= value <= high else _format(message, value)
+
+    return Rule(f"{low}–{high}", message, check)
+
+
+def one_of(choices: tuple[object, ...], message: str) -> Rule:
+    shown = ", ".join(repr(c) if c == "" else str(c) for c in choices)
+    return Rule(
+        f"one of {shown}", message, lambda v, _: None if v in choices else _format(message, v)
+    )
+
+
+def not_empty(message: str) -> Rule:
+    return Rule("required", message, lambda v, _: None if v else message)
+
+
+def not_negative(message: str) -> Rule:
+    return at_least(0, message)
+
+
+def std_cap(base_attr: str, message: str) -> Rule:
+    """std-dev ≤ 30% of its base; exact integer math, so exactly 30% passes."""
+    base_flag = "--" + base_attr.replace("_", "-")
+
+    def check(value: Any, cfg: Config) -> str | None:
+        return message if 10 * value > 3 * getattr(cfg, base_attr) else None
+
+    return Rule(f"≤ 30% of {base_flag}", message, check)
+
+
+def not_below(other_attr: str, message: str) -> Rule:
+    """A max that must not be below its min."""
+    other_flag = "--" + other_attr.replace("_", "-")
+    return Rule(
+        f"≥ {other_flag}", message, lambda v, c: message if v < getattr(c, other_attr) else None
+    )
+
+
+def fill_served_names(cfg: Config) -> Config:
+    return cfg if cfg.served_model_name else replace(cfg, served_model_name=(cfg.model,))
+
+
+def fill_cpu_loras(cfg: Config) -> Config:
+    return replace(cfg, max_cpu_loras=cfg.max_loras) if cfg.max_cpu_loras == 0 else cfg
+
+
+def _lora_modules(modules: Any, cfg: Config) -> str | None:
+    for module in modules:
+        if not module.name:
+            return "empty LoRA name"
+        if module.base_model_name and module.base_model_name != cfg.model:
+            return f"unknown base model '{module.base_model_name}' for LoRA '{module.name}'"
+    return None
+
+
+LORA_MODULES = Rule(
+    "names non-empty; base_model_name empty or equal to --model",
+    "empty LoRA name / unknown base model '<b>' for LoRA '<n>'",
+    _lora_modules,
+)
+
+REPLAY_QUEUE = Rule(
+    "≥ 1 when --kv-events-replay-endpoint is set",
+    "kv-events-replay-queue-size cannot be less than 1",
+    lambda v, c: (
+        "kv-events-replay-queue-size cannot be less than 1"
+        if c.kv_events_replay_endpoint and v < 1
+        else None
+    ),
+)
+
+_FAILURE_TYPES_MESSAGE = "invalid failure type '{value}', valid types are: " + ", ".join(
+    FAILURE_TYPES
+)
+FAILURE_TYPES_RULE = Rule(
+    "each one of " + ", ".join(FAILURE_TYPES) + "; empty means all",
+    _FAILURE_TYPES_MESSAGE,
+    lambda v, _: next(
+        (_format(_FAILURE_TYPES_MESSAGE, t) for t in v if t not in FAILURE_TYPES), None
+    ),
+)
+
+FAKE_METRICS_RULE = Rule(
+    "see metrics.md §6.8",
+    "e.g. fake metrics request counters cannot be negative",
+    lambda v, _: None if v is None else fake_metrics_error(v),
+)
+
+REFRESH_INTERVAL = Rule(
+    "> 0 when fake metrics are set",
+    "fake metrics refresh interval must be positive",
+    lambda v, c: (
+        "fake metrics refresh interval must be positive"
+        if c.fake_metrics is not None and v <= 0
+        else None
+    ),
+)
+
+_ENDPOINT_PORT = re.compile(r":([+-]?[0-9]+)$")
+
+
+def _endpoint_port(endpoint: str) -> int | None:
+    match = _ENDPOINT_PORT.search(endpoint)
+    return int(match.group(1)) if match else None
+
+
+def _port_clash(zmq: Any, cfg: Config) -> str | None:
+    """Rank r offsets both ports by r, so ports closer than the rank count collide."""
+    replay = cfg.kv_events_replay_endpoint
+    zmq_port, replay_port = _endpoint_port(zmq), _endpoint_port(replay)
+    if zmq_port is None or replay_port is None:
+        return None
+    if abs(zmq_port - replay_port) <= cfg.data_parallel_size - 1:
+        return (
+            f"zmq-endpoint ({zmq}) and kv-events-replay-endpoint ({replay}) ports collide "
+            "once offset by data-parallel rank"
+        )
+    return None
+
+
+PORT_CLASH = Rule(
+    "its port and the replay port must differ by ≥ --data-parallel-size",
+    "zmq-endpoint (<z>) and kv-events-replay-endpoint (<r>) ports collide once offset by "
+    "data-parallel rank",
+    _port_clash,
+)
+
+SSL_PAIR = Rule(
+    "set together with --ssl-certfile",
+    "both ssl-certfile and ssl-keyfile must be provided together",
+    lambda v, c: (
+        "both ssl-certfile and ssl-keyfile must be provided together"
+        if bool(c.ssl_certfile) != bool(v)
+        else None
+    ),
+)
+
+SELF_SIGNED = Rule(
+    "not with --ssl-certfile/--ssl-keyfile",
+    "cannot use both self-signed-certs and explicit ssl-certfile/ssl-keyfile",
+    lambda v, c: (
+        "cannot use both self-signed-certs and explicit ssl-certfile/ssl-keyfile"
+        if v and (c.ssl_certfile or c.ssl_keyfile)
+        else None
+    ),
+)
+
+DATASET_URL = Rule(
+    "needs --dataset-path",
+    "dataset-path is required when dataset-url is set",
+    lambda v, c: (
+        "dataset-path is required when dataset-url is set" if v and not c.dataset_path else None
+    ),
+)
+
+ECHO_DATASET = Rule(
+    "not in echo mode",
+    "dataset cannot be defined in echo mode",
+    lambda v, c: "dataset cannot be defined in echo mode" if v and c.mode == "echo" else None,
+)

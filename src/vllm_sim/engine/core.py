@@ -1,0 +1,253 @@
+"""The simulated engine: admission, the waiting queue, running slots and the token clock.
+
+One engine per served instance (or data-parallel rank). Everything runs on the event
+loop's thread, so state needs no locks. A single timer serves every running sequence: it
+wakes at the earliest token deadline and releases every token that is due, so that delays
+never accumulate scheduling lag and a thousand streams cost one timer, not a thousand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from vllm_sim.engine.content import ContentSource
+from vllm_sim.engine.errors import RequestAborted, RequestError
+from vllm_sim.engine.latency import LatencyModel, LatencySettings
+from vllm_sim.engine.request import GenerationRequest
+from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
+
+# A token whose deadline is this close is released now rather than after another timer
+# round trip: event-loop timers have millisecond granularity.
+_EARLY = 0.0005
+
+QUEUE_FULL = "Failed to enqueue request, waiting requests queue is full"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLimits:
+    max_num_seqs: int = 5
+    max_waiting_queue_length: int = 1000
+    max_model_len: int = 1024
+
+
+class Engine:
+    """Runs sequences through waiting -> running -> finished (or aborted)."""
+
+    def __init__(
+        self,
+        limits: EngineLimits,
+        latency: LatencySettings,
+        content: ContentSource,
+        rng: random.Random,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limits = limits
+        self._rng = rng
+        self.latency = LatencyModel(latency, rng)
+        self.content = content
+        self._clock = clock
+        self._queue: deque[Sequence] = deque()
+        self.num_waiting = 0
+        self.num_running = 0
+        self._heap: list[tuple[float, int, Sequence]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_when = 0.0
+        self._next_uid = 0
+        self._admitting = False
+        self._ticking = False
+
+    # ----------------------------------------------------------------- public API
+    @property
+    def open_requests(self) -> int:
+        """Sequences still queued or running (the shutdown drain waits for 0)."""
+        return self.num_waiting + self.num_running
+
+    def reconfigure(self, limits: EngineLimits, latency: LatencySettings) -> None:
+        """Applies new settings to later decisions; in-flight timings keep their past."""
+        self.limits = limits
+        self.latency = LatencyModel(latency, self._rng)
+        self._admit()
+
+    def submit(self, request: GenerationRequest) -> RequestStream:
+        """Admits a request whole, or raises RequestError (context length, queue full)."""
+        for prompt in request.prompts:
+            self._check_context(request, len(prompt.token_ids))
+        count = len(request.prompts) * request.n
+        free = self.limits.max_num_seqs - self.num_running
+        must_wait = count if self.num_waiting else max(count - free, 0)
+        if must_wait and self.num_waiting + must_wait > self.limits.max_waiting_queue_length:
+            raise RequestError(429, QUEUE_FULL)
+        stream = RequestStream(request)
+        stream._abort_cb = self.abort
+        now = self._clock()
+        for p_index in range(len(request.prompts)):
+            for choice in range(request.n):
+                index = p_index * request.n + choice
+                stream.sequences.append(self._new_sequence(request, stream, p_index, index, now))
+        stream.remaining = count
+        for seq in stream.sequences:
+            self._queue.append(seq)
+            seq.t_enqueued = now
+            self.num_waiting += 1
+        self._admit()
+        return stream
+
+    def abort(self, stream: RequestStream) -> None:
+        """Frees every slot and queue place of the stream at once."""
+        if stream.done:
+            return
+        for seq in stream.sequences:
+            if seq.state is SeqState.WAITING:
+                self.num_waiting -= 1  # its queue entry is skipped when reached
+            elif seq.state is SeqState.RUNNING:
+                self.num_running -= 1  # its clock entry is skipped when popped
+            else:
+                continue
+            seq.state = SeqState.ABORTED
+            seq.t_finished = self._clock()
+        stream.fail(RequestAborted())
+        self._admit()
+
+    # ----------------------------------------------------------------- admission
+    def _new_sequence(
+        self,
+        request: GenerationRequest,
+        stream: RequestStream,
+        p_index: int,
+        index: int,
+        now: float,
+    ) -> Sequence:
+        self._next_uid += 1
+        return Sequence(self._next_uid, request, stream, p_index, index, now)
+
+    def _check_context(self, request: GenerationRequest, prompt_tokens: int) -> None:
+        completion = request.max_tokens if request.max_tokens is not None else 1
+        limit = self.limits.max_model_len
+        total = prompt_tokens + completion
+        if total > limit:
+            raise RequestError(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, you "
+                f"requested {total} tokens ({prompt_tokens} in the messages, {completion} in "
+                "the completion). Please reduce the length of the messages or completion",
+                param=request.max_tokens_field if request.max_tokens is not None else None,
+            )
+
+    def _admit(self) -> None:
+        """Moves queued sequences into free slots, oldest first."""
+        if self._admitting:
+            return  # a sequence finished inline while we were admitting: the loop continues
+        self._admitting = True
+        try:
+            queue = self._queue
+            while queue and self.num_running < self.limits.max_num_seqs:
+                seq = queue.popleft()
+                if seq.state is not SeqState.WAITING:
+                    continue
+                self.num_waiting -= 1
+                self._start(seq)
+        finally:
+            self._admitting = False
+
+    def _start(self, seq: Sequence) -> None:
+        now = self._clock()
+        seq.state = SeqState.RUNNING
+        seq.t_started = now
+        self.num_running += 1
+        try:
+            self.content.generate(seq, self.limits.max_model_len)
+        except RequestError as exc:
+            self._fail(seq, exc)
+            return
+        seq.ttft = self.latency.time_to_first_token(
+            seq.prompt_tokens, seq.cached_tokens, seq.request.do_remote_prefill, self.num_running
+        )
+        self._advance(seq, now + seq.ttft, now)
+        seq.stream.notify()
+
+    # ----------------------------------------------------------------- the token clock
+    def _advance(self, seq: Sequence, deadline: float, now: float) -> None:
+        """Releases every token of `seq` due by `now`; schedules the next one."""
+        total = len(seq.output_ids)
+        horizon = now + _EARLY
+        while deadline <= horizon:
+            if seq.emitted == 0:
+                seq.t_first_token = now
+            if seq.emitted >= total:
+                self._finish(seq, now)
+                return
+            if self.latency.settings.itl == 0:
+                seq.emitted = total  # no decode delay: the rest is due at once
+                continue
+            seq.emitted += 1
+            if seq.emitted >= total:
+                continue
+            delay = self.latency.inter_token_latency(self.num_running)
+            seq.itl_delays += delay
+            deadline += delay
+        self._schedule(seq, deadline)
+
+    def _schedule(self, seq: Sequence, deadline: float) -> None:
+        seq.deadline = deadline
+        heapq.heappush(self._heap, (deadline, seq.uid, seq))
+        if self._ticking:
+            return  # _tick arms the timer for the earliest deadline when it is done
+        if self._timer is None or deadline < self._timer_when:
+            if self._timer is not None:
+                self._timer.cancel()
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_at(deadline, self._tick)
+            self._timer_when = deadline
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._ticking = True
+        heap = self._heap
+        now = self._clock()
+        horizon = now + _EARLY
+        touched: list[RequestStream] = []
+        try:
+            while heap and heap[0][0] <= horizon:
+                deadline, _, seq = heapq.heappop(heap)
+                if seq.state is not SeqState.RUNNING:
+                    continue
+                before = seq.emitted
+                self._advance(seq, deadline, now)
+                if seq.emitted != before:
+                    touched.append(seq.stream)
+        finally:
+            self._ticking = False
+        for stream in touched:
+            stream.notify()
+        if heap:
+            self._timer_when = heap[0][0]
+            self._timer = asyncio.get_running_loop().call_at(self._timer_when, self._tick)
+
+    # ----------------------------------------------------------------- endings
+    def _finish(self, seq: Sequence, now: float) -> None:
+        seq.state = SeqState.FINISHED
+        seq.t_finished = now
+        self.num_running -= 1
+        seq.stream.sequence_finished()
+        self._admit()
+
+    def _fail(self, seq: Sequence, error: RequestError) -> None:
+        """A sequence failed after admission: the whole request fails, siblings stop."""
+        seq.state = SeqState.ABORTED
+        self.num_running -= 1
+        stream = seq.stream
+        stream.fail(error)
+        for sibling in stream.sequences:
+            if sibling.state is SeqState.WAITING:
+                self.num_waiting -= 1
+                sibling.state = SeqState.ABORTED
+            elif sibling.state is SeqState.RUNNING:
+                self.num_running -= 1
+                sibling.state = SeqState.ABORTED
+        self._admit()

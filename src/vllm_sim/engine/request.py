@@ -1,0 +1,37 @@
+"""The protocol-independent request every API handler turns its body into."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Prompt:
+    """One prompt: its token ids, and what echo mode repeats back."""
+
+    token_ids: list[int]
+    # Echo mode repeats this text; None means "echo the token ids" (pre-tokenized prompts).
+    echo_text: str | None = None
+
+
+@dataclass(slots=True)
+class GenerationRequest:
+    """What the engine needs to run a request, whatever protocol it came in on.
+
+    A request with P prompts and n choices becomes P x n sequences, each scheduled on
+    its own (vLLM does the same with parallel sampling and prompt batches).
+    """
+
+    request_id: str
+    model: str  # the model name responses and metrics carry
+    prompts: list[Prompt]
+    n: int = 1
+    max_tokens: int | None = None
+    ignore_eos: bool = False
+    do_remote_prefill: bool = False
+    do_remote_decode: bool = False
+    lora: str | None = None  # adapter name when the request targets a LoRA
+    arrival_time: float = 0.0  # wall clock (time.time()) when the request arrived
+    # Param named in a context-length error (the field that carried max_tokens, if any).
+    max_tokens_field: str = "max_tokens"
+    extra: dict[str, object] = field(default_factory=dict)

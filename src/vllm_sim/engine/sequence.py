@@ -1,0 +1,169 @@
+"""A sequence is one choice of one prompt: the unit the engine queues, runs and times."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from vllm_sim.engine.errors import RequestAborted, RequestError
+
+if TYPE_CHECKING:
+    from vllm_sim.engine.request import GenerationRequest, Prompt
+
+
+class SeqState(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+    ABORTED = "aborted"
+
+
+class Sequence:
+    """Mutable state of one sequence, read by the protocol encoders as tokens appear."""
+
+    __slots__ = (
+        "cached_tokens",
+        "deadline",
+        "emitted",
+        "finish_reason",
+        "index",
+        "itl_delays",
+        "output_ids",
+        "output_pieces",
+        "prompt",
+        "prompt_index",
+        "request",
+        "sent",
+        "seq_id",
+        "state",
+        "stream",
+        "t_enqueued",
+        "t_finished",
+        "t_first_token",
+        "t_started",
+        "t_submitted",
+        "ttft",
+        "uid",
+    )
+
+    def __init__(
+        self,
+        uid: int,
+        request: GenerationRequest,
+        stream: RequestStream,
+        prompt_index: int,
+        index: int,
+        now: float,
+    ) -> None:
+        self.uid = uid
+        self.request = request
+        self.stream = stream
+        self.prompt_index = prompt_index
+        self.prompt: Prompt = request.prompts[prompt_index]
+        self.index = index  # choice index in the response
+        self.seq_id = f"{request.request_id}-{prompt_index}-{index}"
+        self.state = SeqState.WAITING
+        self.output_ids: list[int] = []
+        self.output_pieces: list[str] = []
+        self.emitted = 0  # tokens released to the client so far
+        self.sent = 0  # tokens the protocol encoder has already written
+        self.finish_reason: str | None = None
+        self.cached_tokens = 0
+        self.deadline = 0.0
+        self.ttft = 0.0  # sampled time to first token, seconds
+        self.itl_delays = 0.0  # sum of sampled inter-token delays, seconds
+        self.t_submitted = now
+        self.t_enqueued: float | None = None
+        self.t_started: float | None = None
+        self.t_first_token: float | None = None
+        self.t_finished: float | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt.token_ids)
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.output_ids)
+
+    @property
+    def finished(self) -> bool:
+        return self.state is SeqState.FINISHED
+
+
+class RequestStream:
+    """The output of one request: its sequences, and a way to wait for new tokens.
+
+    The engine pushes, the protocol encoder pulls: after each `wait()` the encoder reads
+    `seq.output_pieces[seq.sent:seq.emitted]` of every sequence and the finish reasons.
+    """
+
+    __slots__ = ("_abort_cb", "_done", "_waiter", "error", "remaining", "request", "sequences")
+
+    def __init__(self, request: GenerationRequest) -> None:
+        self.request = request
+        self.sequences: list[Sequence] = []
+        self.remaining = 0
+        self.error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._done = False
+        self._abort_cb: Callable[[RequestStream], None] | None = None
+
+    @property
+    def done(self) -> bool:
+        """All sequences finished, or the request failed or was aborted."""
+        return self._done
+
+    def has_news(self) -> bool:
+        return self._done or any(s.emitted > s.sent for s in self.sequences)
+
+    def notify(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def sequence_finished(self) -> None:
+        self.remaining -= 1
+        if self.remaining == 0:
+            self._done = True
+        self.notify()
+
+    def fail(self, error: BaseException) -> None:
+        if self._done:
+            return
+        self.error = error
+        self._done = True
+        self.notify()
+
+    async def _next_notification(self) -> None:
+        waiter = self._waiter
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiter = waiter
+        await waiter
+
+    async def wait(self) -> None:
+        """Returns once there is something new to encode (or the stream is over)."""
+        if not self.has_news():
+            await self._next_notification()
+
+    async def wait_done(self) -> None:
+        """Returns once every sequence finished or the request failed."""
+        while not self._done:
+            await self._next_notification()
+
+    def abort(self) -> None:
+        """The client left: free every slot and queue place this request holds."""
+        if not self._done and self._abort_cb is not None:
+            self._abort_cb(self)
+
+    def raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+__all__ = ["RequestAborted", "RequestError", "RequestStream", "SeqState", "Sequence"]

@@ -1,0 +1,91 @@
+"""The simulated tokenizer (engine spec §7.1), without the reference's dropped characters.
+
+Token grammar, leftmost-first, each token followed by its trailing `[ \\t\\n\\f\\r]*`:
+one punctuation character from the reference set, or an ASCII word run `[A-Za-z0-9_]+`.
+The reference silently drops every other character; here each such character is a token
+of its own and leading whitespace is a token of its own, so the pieces always join back
+to the input (echo is verbatim) while pure-ASCII text counts exactly as the reference.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from vllm_sim.engine.tokenizer.base import ChatTurn
+from vllm_sim.engine.tokenizer.vocab import (
+    DEFAULT_MAX_CHARS,
+    DEFAULT_MAX_ENTRIES,
+    PieceVocabulary,
+)
+
+_TRAILING_SPACE: Final = r"[ \t\n\f\r]"
+_PUNCTUATION: Final = r"""[{}:,\-.?!;@#$%^&*()+_~/\\><\[\]="']"""
+_WORD: Final = r"[A-Za-z0-9_]+"
+# Alternation order is the reference's (punctuation first, so `_baz` -> `_`, `baz`);
+# the last two alternatives only see what the reference would have dropped: whitespace
+# can only be unclaimed at the start of the text, anything else is one character.
+_TOKEN_RE: Final = re.compile(
+    f"{_PUNCTUATION}{_TRAILING_SPACE}*"
+    f"|{_WORD}{_TRAILING_SPACE}*"
+    f"|{_TRAILING_SPACE}+"
+    f"|.{_TRAILING_SPACE}*",
+    re.DOTALL,
+)
+
+UNKNOWN_PIECE_FORMAT: Final = "<unk:{}>"
+"""What `piece`/`decode` return for an id this tokenizer never produced (or forgot)."""
+
+
+def render_chat_text(turns: Sequence[ChatTurn]) -> str:
+    """`### role(tool_call_id): text\\n` per turn; an empty tool_call_id counts as unset."""
+    return "".join(
+        f"### {turn.role}({turn.tool_call_id}): {turn.text}\n"
+        if turn.tool_call_id
+        else f"### {turn.role}: {turn.text}\n"
+        for turn in turns
+    )
+
+
+class SimulatedTokenizer:
+    """Regex tokenizer with FNV-1a ids; implements the `Tokenizer` protocol."""
+
+    def __init__(
+        self, max_entries: int = DEFAULT_MAX_ENTRIES, max_chars: int = DEFAULT_MAX_CHARS
+    ) -> None:
+        self._vocab = PieceVocabulary(max_entries, max_chars)
+        self._split = _TOKEN_RE.findall
+
+    @property
+    def vocabulary_size(self) -> int:
+        """Number of pieces currently remembered for decoding (bounded by max_entries)."""
+        return len(self._vocab)
+
+    def tokenize(self, text: str) -> tuple[list[int], list[str]]:
+        """Token ids and pieces of `text`; `"".join(pieces) == text`."""
+        pieces: list[str] = self._split(text)
+        try:
+            # Fast path: every piece already hashed (the common case for repeated text).
+            ids = list(map(self._vocab.ids.__getitem__, pieces))
+        except KeyError:
+            id_of = self._vocab.id_of
+            ids = [id_of(piece) for piece in pieces]
+        return ids, pieces
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`."""
+        return self.tokenize(text)[0]
+
+    def render_chat(self, turns: Sequence[ChatTurn]) -> str:
+        """The chat template text (engine spec §7.1)."""
+        return render_chat_text(turns)
+
+    def piece(self, token_id: int) -> str:
+        """Text of `token_id`, or `<unk:ID>` if it was never produced (or was evicted)."""
+        piece = self._vocab.piece_of(token_id)
+        return UNKNOWN_PIECE_FORMAT.format(token_id) if piece is None else piece
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Concatenation of the pieces of `ids`."""
+        return "".join(map(self.piece, ids))

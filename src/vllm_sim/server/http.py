@@ -1,0 +1,121 @@
+"""The server's view of one HTTP exchange: a parsed request and the response kinds."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from vllm_sim.engine.errors import RequestError
+
+Headers = list[tuple[bytes, bytes]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+JSON = b"application/json"
+
+
+class HttpRequest:
+    """A request whose body has been read in full (within the size limit)."""
+
+    __slots__ = ("_receive", "_watcher", "body", "headers", "method", "path", "port", "query")
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        query: bytes,
+        headers: Headers,
+        body: bytes,
+        receive: Receive,
+        port: int,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.port = port  # the port this request arrived on
+        self._receive = receive
+        self._watcher: asyncio.Task[None] | None = None
+
+    def header(self, name: bytes) -> str | None:
+        """The value of a header (name in lower case), or None."""
+        for key, value in self.headers:
+            if key == name:
+                return value.decode("latin-1")
+        return None
+
+    def on_disconnect(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Calls `callback` if the client goes away; returns a function that stops watching.
+
+        Costs one task, so handlers call it only when they are about to wait.
+        """
+
+        async def watch() -> None:
+            while True:
+                message = await self._receive()
+                if message["type"] == "http.disconnect":
+                    callback()
+                    return
+
+        task = asyncio.get_running_loop().create_task(watch())
+
+        def stop() -> None:
+            task.cancel()
+
+        return stop
+
+
+@dataclass(slots=True)
+class Response:
+    """A complete response body."""
+
+    status: int
+    body: bytes
+    content_type: bytes = JSON
+    headers: Headers = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class StreamingResponse:
+    """A response whose body is produced piece by piece (server-sent events)."""
+
+    chunks: AsyncGenerator[bytes, None]
+    status: int = 200
+    content_type: bytes = b"text/event-stream; charset=utf-8"
+    headers: Headers = field(default_factory=list)
+
+
+AnyResponse = Response | StreamingResponse
+Handler = Callable[[HttpRequest], Awaitable[AnyResponse]]
+
+
+class ErrorInfo(msgspec.Struct):
+    message: str
+    type: str
+    param: str | None
+    code: int
+
+
+class ErrorBody(msgspec.Struct):
+    error: ErrorInfo
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def error_body(error: RequestError) -> bytes:
+    """The OpenAI error shape vLLM uses: {"error": {message, type, param, code}}."""
+    info = ErrorInfo(error.message, error.error_type, error.param, error.status)
+    return _encoder.encode(ErrorBody(info))
+
+
+def error_response(error: RequestError, headers: Headers | None = None) -> Response:
+    return Response(error.status, error_body(error), JSON, headers or [])
+
+
+def json_response(payload: object, status: int = 200, headers: Headers | None = None) -> Response:
+    return Response(status, _encoder.encode(payload), JSON, headers or [])

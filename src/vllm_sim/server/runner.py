@@ -1,0 +1,85 @@
+"""Runs an instance on uvicorn (uvloop + httptools) with a draining graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Generator
+
+import uvicorn
+
+from vllm_sim.server.build import Instance
+
+log = logging.getLogger("vllm_sim")
+
+DRAIN_TIMEOUT = 30.0
+_DRAIN_POLL = 0.01
+
+
+class SimulatorServer(uvicorn.Server):
+    """uvicorn, except that the first SIGTERM/SIGINT drains instead of closing at once.
+
+    While draining, generation endpoints answer 503 and every other endpoint keeps
+    working; once no request is queued or running (or 30 s passed) the server stops and
+    the process exits 0. A second signal exits at once with status 1.
+    """
+
+    def __init__(self, config: uvicorn.Config, instance: Instance) -> None:
+        super().__init__(config)
+        self._instance = instance
+        self._drain_task: asyncio.Task[None] | None = None
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: int) -> None:
+        if self._drain_task is not None:
+            log.warning("second %s: exiting now", signal.Signals(sig).name)
+            os._exit(1)
+        log.info("%s received: draining in-flight requests", signal.Signals(sig).name)
+        self._instance.app.draining = True
+        self._drain_task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        engine = self._instance.engine
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while engine.open_requests > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(_DRAIN_POLL)
+        self.should_exit = True
+
+
+def serve(instance: Instance, host: str) -> None:
+    cfg = instance.config
+    config = uvicorn.Config(
+        instance.app,
+        host=host,
+        port=instance.port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="off",
+        access_log=cfg.log_http,
+        log_level="info" if cfg.log_http else "warning",
+        server_header=False,
+        timeout_graceful_shutdown=5,
+        backlog=4096,
+        ssl_certfile=cfg.ssl_certfile or None,
+        ssl_keyfile=cfg.ssl_keyfile or None,
+    )
+    server = SimulatorServer(config, instance)
+    scheme = "https" if cfg.ssl_certfile else "http"
+    log.info(
+        "vllm-sim serving %s on %s://%s:%d", cfg.display_model_name, scheme, host, instance.port
+    )
+    server.run()
