@@ -1,0 +1,108 @@
+"""Starts the real simulator in a subprocess on a free loopback port, for tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+
+import httpx
+
+STARTUP_TIMEOUT = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class SimServer:
+    """`with SimServer(["--max-num-seqs", "2"]) as sim: httpx.get(sim.url + "/health")`."""
+
+    def __init__(
+        self,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        model: str = "test-model",
+        port: int | None = None,
+    ) -> None:
+        self.port = port or free_port()
+        self.model = model
+        self.args = ["--model", model, "--port", str(self.port), "--seed", "42", *args]
+        self.env = {**os.environ, **(env or {})}
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_url(self) -> str:
+        return f"{self.url}/v1"
+
+    def start(self) -> SimServer:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "vllm_sim", *self.args],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                _, err = self.process.communicate()
+                raise RuntimeError(f"simulator exited early: {err.decode()}")
+            try:
+                httpx.get(self.url + "/health", timeout=0.5)
+                return self
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("simulator did not start in time")
+
+    def stop(self, timeout: float = 35.0) -> int:
+        """SIGTERM, wait for the drain; returns the exit code."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def stderr(self) -> str:
+        assert self.process is not None and self.process.stderr is not None
+        return self.process.stderr.read().decode()
+
+    def __enter__(self) -> SimServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def run_cli(
+    args: Sequence[str], env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Runs `python -m vllm_sim ARGS` to completion (for config errors and --help)."""
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_sim", *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
