@@ -39,7 +39,7 @@ unit: dev
 test: lint typecheck unit
 
 bench: dev
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 docs: install
 	$(BIN)/python -m vllm_sim.config.reference > docs/flags.md

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 import uuid
@@ -23,18 +24,25 @@ _PATH = re.compile(r" - at `\$\.?([^`]*)`$")
 
 
 class RequestIds:
-    """Request ids as the reference makes them: uuid5 of "<seed>-<port>-<counter>"."""
+    """Request ids as the reference makes them: uuid5 of "<seed>-<port>-<counter>".
+
+    Computed from one SHA-1 per id rather than through uuid.uuid5, which costs several
+    times more on the request path; a test checks both agree.
+    """
 
     __slots__ = ("_counter", "_prefix")
 
     def __init__(self, seed: int, port: int) -> None:
-        self._prefix = f"{seed}-{port}-"
+        self._prefix = uuid.NAMESPACE_URL.bytes + f"{seed}-{port}-".encode()
         self._counter = 0
 
     def next(self) -> str:
-        name = f"{self._prefix}{self._counter}"
+        digest = bytearray(hashlib.sha1(self._prefix + str(self._counter).encode()).digest())
         self._counter += 1
-        return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+        digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+        digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = digest[:16].hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class ApiContext:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.errors import RequestAborted, RequestError
 from vllm_sim.engine.latency import LatencyModel, LatencySettings
+from vllm_sim.engine.observer import EngineObserver, NullObserver
 from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 
@@ -46,12 +47,14 @@ class Engine:
         content: ContentSource,
         rng: random.Random,
         clock: Callable[[], float] = time.monotonic,
+        observer: EngineObserver | None = None,
     ) -> None:
         self.limits = limits
         self._rng = rng
         self.latency = LatencyModel(latency, rng)
         self.content = content
         self._clock = clock
+        self.observer: EngineObserver = observer or NullObserver()
         self._queue: deque[Sequence] = deque()
         self.num_waiting = 0
         self.num_running = 0
@@ -95,6 +98,7 @@ class Engine:
             self._queue.append(seq)
             seq.t_enqueued = now
             self.num_waiting += 1
+            self.observer.sequence_queued(seq)
         self._admit()
         return stream
 
@@ -102,15 +106,7 @@ class Engine:
         """Frees every slot and queue place of the stream at once."""
         if stream.done:
             return
-        for seq in stream.sequences:
-            if seq.state is SeqState.WAITING:
-                self.num_waiting -= 1  # its queue entry is skipped when reached
-            elif seq.state is SeqState.RUNNING:
-                self.num_running -= 1  # its clock entry is skipped when popped
-            else:
-                continue
-            seq.state = SeqState.ABORTED
-            seq.t_finished = self._clock()
+        self._drop_all(stream)
         stream.fail(RequestAborted())
         self._admit()
 
@@ -165,9 +161,11 @@ class Engine:
         except RequestError as exc:
             self._fail(seq, exc)
             return
+        # Prefix-cache hits (seq.cached_tokens) are looked up here, before the TTFT.
         seq.ttft = self.latency.time_to_first_token(
             seq.prompt_tokens, seq.cached_tokens, seq.request.do_remote_prefill, self.num_running
         )
+        self.observer.sequence_started(seq)
         self._advance(seq, now + seq.ttft, now)
         seq.stream.notify()
 
@@ -177,19 +175,24 @@ class Engine:
         total = len(seq.output_ids)
         horizon = now + _EARLY
         while deadline <= horizon:
-            if seq.emitted == 0:
+            if seq.emitted == 0 and seq.t_first_token is None:
                 seq.t_first_token = now
+                self.observer.first_token(seq)
             if seq.emitted >= total:
                 self._finish(seq, now)
                 return
             if self.latency.settings.itl == 0:
-                seq.emitted = total  # no decode delay: the rest is due at once
+                # No decode delay: the rest is due at once; each gap is still a step.
+                for _ in range(total - seq.emitted - 1):
+                    self.observer.inter_token(seq, 0.0)
+                seq.emitted = total
                 continue
             seq.emitted += 1
             if seq.emitted >= total:
                 continue
             delay = self.latency.inter_token_latency(self.num_running)
             seq.itl_delays += delay
+            self.observer.inter_token(seq, delay)
             deadline += delay
         self._schedule(seq, deadline)
 
@@ -234,20 +237,26 @@ class Engine:
         seq.state = SeqState.FINISHED
         seq.t_finished = now
         self.num_running -= 1
+        self.observer.sequence_finished(seq)
         seq.stream.sequence_finished()
         self._admit()
 
     def _fail(self, seq: Sequence, error: RequestError) -> None:
         """A sequence failed after admission: the whole request fails, siblings stop."""
-        seq.state = SeqState.ABORTED
-        self.num_running -= 1
-        stream = seq.stream
-        stream.fail(error)
-        for sibling in stream.sequences:
-            if sibling.state is SeqState.WAITING:
-                self.num_waiting -= 1
-                sibling.state = SeqState.ABORTED
-            elif sibling.state is SeqState.RUNNING:
-                self.num_running -= 1
-                sibling.state = SeqState.ABORTED
+        self._drop_all(seq.stream)
+        seq.stream.fail(error)
         self._admit()
+
+    def _drop_all(self, stream: RequestStream) -> None:
+        """Releases the queue places and slots of every unfinished sequence of a stream."""
+        now = self._clock()
+        for seq in stream.sequences:
+            if seq.state is SeqState.WAITING:
+                self.num_waiting -= 1  # its queue entry is skipped when reached
+            elif seq.state is SeqState.RUNNING:
+                self.num_running -= 1  # its clock entry is skipped when popped
+            else:
+                continue
+            seq.state = SeqState.ABORTED
+            seq.t_finished = now
+            self.observer.sequence_aborted(seq)

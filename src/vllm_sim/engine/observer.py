@@ -1,0 +1,54 @@
+"""The engine's lifecycle events, for whoever records them (metrics, KV events, logs).
+
+The engine calls exactly one observer at each transition of a sequence, with the
+sequence's own timestamps already set, so recorders never measure time themselves.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from vllm_sim.engine.sequence import Sequence
+
+
+class EngineObserver(Protocol):
+    def sequence_queued(self, seq: Sequence) -> None:
+        """The sequence entered the waiting queue (t_enqueued set)."""
+
+    def sequence_started(self, seq: Sequence) -> None:
+        """The sequence took a running slot (t_started, output and ttft set)."""
+
+    def first_token(self, seq: Sequence) -> None:
+        """The first output token was released (t_first_token set)."""
+
+    def inter_token(self, seq: Sequence, delay: float) -> None:
+        """A later token was scheduled `delay` seconds after the previous one."""
+
+    def sequence_finished(self, seq: Sequence) -> None:
+        """The sequence released its last token (t_finished, finish_reason set)."""
+
+    def sequence_aborted(self, seq: Sequence) -> None:
+        """The sequence was dropped: client gone, or a sibling failed."""
+
+
+class NullObserver:
+    """Records nothing: the engine's default when no recorder is attached."""
+
+    def sequence_queued(self, seq: Sequence) -> None:
+        pass
+
+    def sequence_started(self, seq: Sequence) -> None:
+        pass
+
+    def first_token(self, seq: Sequence) -> None:
+        pass
+
+    def inter_token(self, seq: Sequence, delay: float) -> None:
+        pass
+
+    def sequence_finished(self, seq: Sequence) -> None:
+        pass
+
+    def sequence_aborted(self, seq: Sequence) -> None:
+        pass
