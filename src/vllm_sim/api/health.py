@@ -12,7 +12,12 @@ class Readiness:
     """Ready once `startup_duration` has passed since the server started listening."""
 
     def __init__(self, startup_duration: float) -> None:
+        self._duration = startup_duration
         self._ready_at = time.monotonic() + startup_duration
+
+    def start(self) -> None:
+        """Starts the clock: called once the server is listening."""
+        self._ready_at = time.monotonic() + self._duration
 
     @property
     def ready(self) -> bool:

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import time
 from collections.abc import Generator
 
@@ -32,6 +33,10 @@ class SimulatorServer(uvicorn.Server):
         super().__init__(config)
         self._instance = instance
         self._drain_task: asyncio.Task[None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self._instance.readiness.start()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
