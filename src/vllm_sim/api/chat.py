@@ -52,19 +52,20 @@ class ChatMessage(msgspec.Struct):
 
 
 class StreamOptions(msgspec.Struct):
-    include_usage: bool = False
+    include_usage: bool | None = None
 
 
 class ChatRequest(msgspec.Struct):
     messages: list[ChatMessage]
     model: str | None = None
-    stream: bool = False
+    # vLLM declares these Optional: an explicit null means the default.
+    stream: bool | None = None
     stream_options: StreamOptions | None = None
     n: int | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
-    ignore_eos: bool = False
-    logprobs: bool = False
+    ignore_eos: bool | None = None
+    logprobs: bool | None = None
     top_logprobs: int | None = None
     # Accepted now, acted on by the tool-calling layer.
     tools: list[Any] | None = None
@@ -131,7 +132,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         prompts=[Prompt(token_ids, echo_text)],
         n=body.n or 1,
         max_tokens=max_tokens,
-        ignore_eos=body.ignore_eos,
+        ignore_eos=bool(body.ignore_eos),
         arrival_time=unix_now(),
         max_tokens_field="max_completion_tokens"
         if body.max_completion_tokens is not None
@@ -141,7 +142,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     headers = ctx.response_headers(request_id)
     top = (body.top_logprobs or 0) if body.logprobs else -1
     if body.stream:
-        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        include_usage = body.stream_options is not None and bool(body.stream_options.include_usage)
         encoder = ChatChunks(stream, f"chatcmpl-{request_id}", model, top, include_usage)
         return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
     await wait_for_result(stream, request)

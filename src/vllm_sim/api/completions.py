@@ -6,7 +6,14 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.api.common import ApiContext, check_positive, decode_body, unix_now, wait_for_result
+from vllm_sim.api.common import (
+    PARSE_ERROR_PREFIX,
+    ApiContext,
+    check_positive,
+    decode_body,
+    unix_now,
+    wait_for_result,
+)
 from vllm_sim.api.logprobs import check_logprobs_count, completion_logprobs
 from vllm_sim.api.streaming import closing_events, json_str, sse_events
 from vllm_sim.api.usage import usage_of
@@ -24,18 +31,19 @@ _MAX_TOKEN_ID = 2**32 - 1
 
 
 class StreamOptions(msgspec.Struct):
-    include_usage: bool = False
+    include_usage: bool | None = None
 
 
 class CompletionRequest(msgspec.Struct):
     model: str | None = None
     # One of four shapes msgspec cannot express as a union; checked by parse_prompts.
     prompt: Any = None
-    stream: bool = False
+    # vLLM declares these Optional: an explicit null means the default.
+    stream: bool | None = None
     stream_options: StreamOptions | None = None
     n: int | None = None
     max_tokens: int | None = None
-    ignore_eos: bool = False
+    ignore_eos: bool | None = None
     logprobs: int | None = None
 
 
@@ -53,7 +61,7 @@ def parse_prompts(prompt: object, tokenizer: Tokenizer) -> list[Prompt]:
     if isinstance(prompt, str):
         prompt = [prompt]
     if not isinstance(prompt, list):
-        raise RequestError(400, PROMPT_FORMS, "prompt")
+        raise RequestError(400, PARSE_ERROR_PREFIX + PROMPT_FORMS, "prompt")
     if all(isinstance(item, str) for item in prompt):
         if any(item == "" for item in prompt):
             raise RequestError(400, "prompt must not contain an empty string", "prompt")
@@ -64,7 +72,7 @@ def parse_prompts(prompt: object, tokenizer: Tokenizer) -> list[Prompt]:
         if any(not item for item in prompt):
             raise RequestError(400, "prompt must not contain an empty token-id array", "prompt")
         return [Prompt(list(item)) for item in prompt]
-    raise RequestError(400, PROMPT_FORMS, "prompt")
+    raise RequestError(400, PARSE_ERROR_PREFIX + PROMPT_FORMS, "prompt")
 
 
 def _validate(body: CompletionRequest) -> None:
@@ -94,7 +102,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         prompts=prompts,
         n=body.n or 1,
         max_tokens=body.max_tokens,
-        ignore_eos=body.ignore_eos,
+        ignore_eos=bool(body.ignore_eos),
         arrival_time=unix_now(),
     )
     stream = ctx.engine.submit(generation)
@@ -102,7 +110,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     top = body.logprobs if body.logprobs is not None else -1
     rid = f"cmpl-{request_id}"
     if body.stream:
-        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        include_usage = body.stream_options is not None and bool(body.stream_options.include_usage)
         encoder = CompletionChunks(stream, rid, model, top, include_usage)
         return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
     await wait_for_result(stream, request)

@@ -1,0 +1,87 @@
+"""`python -m bench [--quick] [--only NAME] [--json PATH]`: run the benchmarks, print ratios."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench import report, streaming, throughput, timing
+from bench.cpu import CLIENT_CPU, SERVER_CPU, can_pin
+from bench.load import LoadError
+from bench.options import Options
+from bench.report import BenchReport
+from bench.servers import ServerError
+
+
+@dataclass(frozen=True, slots=True)
+class Benchmark:
+    run: Callable[[Options], BenchReport]
+    show: Callable[[BenchReport], None]
+
+
+BENCHMARKS = {
+    throughput.NAME: Benchmark(throughput.run, throughput.show),
+    streaming.NAME: Benchmark(streaming.run, streaming.show),
+    timing.NAME: Benchmark(timing.run, timing.show),
+}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="short runs (about a minute)")
+    parser.add_argument(
+        "--only", action="append", choices=sorted(BENCHMARKS), help="run only this (repeatable)"
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write every figure as JSON here")
+    return parser.parse_args(argv)
+
+
+def machine() -> dict[str, object]:
+    pinned = can_pin()
+    return {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "pinning": f"server CPU {SERVER_CPU}, client CPU {CLIENT_CPU}" if pinned else "off",
+        "load average": round(os.getloadavg()[0], 2),  # others' work adds noise
+    }
+
+
+def run_one(name: str, opts: Options) -> BenchReport | None:
+    bench = BENCHMARKS[name]
+    try:
+        rep = bench.run(opts)
+    except (ServerError, LoadError) as exc:
+        print(f"{name}: could not run: {exc}")
+        return None
+    print(f"\n{rep.title}")
+    bench.show(rep)
+    report.print_problems(rep.problems + report.problems_of(rep.runs))
+    sys.stdout.flush()
+    return rep
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    opts = Options(quick=args.quick)
+    names = args.only or list(BENCHMARKS)
+    header: dict[str, object] = {"mode": "quick" if opts.quick else "full", **machine()}
+    print("vllm-sim benchmarks: " + ", ".join(f"{k} {v}" for k, v in header.items()), flush=True)
+    started = time.monotonic()
+    reports = [rep for name in names if (rep := run_one(name, opts)) is not None]
+    print("\nSummary (sim/base: the simulator's figure over the baseline's)")
+    print(report.summary([f for rep in reports for f in rep.figures]))
+    elapsed = time.monotonic() - started
+    print(f"\ntotal {elapsed:.0f} s")
+    if args.json:
+        report.write_json(args.json, {**header, "seconds": round(elapsed, 1)}, reports)
+        print(f"wrote {args.json}")
+    return 0 if len(reports) == len(names) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Server subprocesses (simulator or baseline) on a free 127.0.0.1 port, pinned to CPU 0."""
+
+from __future__ import annotations
+
+import http.client
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from bench.cpu import SERVER_CPU, pin
+
+ROOT = Path(__file__).resolve().parent.parent
+STARTUP_TIMEOUT = 20.0
+STOP_TIMEOUT = 40.0
+SEED = "42"
+_TROUBLE = ("Traceback", "ERROR", "CRITICAL", "Exception")
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Server:
+    """`with Server(name, argv, port) as server:` starts, waits for /health, then stops."""
+
+    def __init__(self, name: str, argv: list[str], port: int) -> None:
+        self.name = name
+        self.argv = argv
+        self.port = port
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log: IO[bytes] | None = None
+        self.exit_code: int | None = None
+        self.problems: list[str] = []  # error lines in its log, a bad exit status
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid if self.process else 0
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if self.process is not None:
+            raise ServerError(f"{self.name} was already started")
+        # The log lives as long as the server process; stop() closes it.
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115
+        self.process = subprocess.Popen(
+            self.argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log
+        )
+        pin(self.process.pid, SERVER_CPU)
+        self._wait_ready()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if not self.alive():
+                text = self.log_text()
+                self.stop()
+                raise ServerError(f"{self.name} exited at startup:\n{text}")
+            if self._healthy():
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise ServerError(f"{self.name} did not answer /health within {STARTUP_TIMEOUT} s")
+
+    def _healthy(self) -> bool:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1.0)
+        try:
+            conn.request("GET", "/health")
+            return conn.getresponse().status == 200
+        except OSError:
+            return False
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        """SIGTERM (the simulator drains), then SIGKILL if it does not exit in time."""
+        process = self.process
+        if process is None or self.exit_code is not None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.problems.append(f"did not exit {STOP_TIMEOUT:.0f} s after SIGTERM: killed")
+                process.kill()
+                process.wait()
+        self.exit_code = process.returncode
+        if self.exit_code not in (0, -signal.SIGTERM):
+            self.problems.append(f"exit status {self.exit_code}")
+        self.problems.extend(self._log_trouble())
+        if self.log is not None:
+            self.log.close()
+
+    def log_text(self) -> str:
+        if self.log is None or self.log.closed:
+            return ""
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def _log_trouble(self, limit: int = 10) -> list[str]:
+        lines = [line for line in self.log_text().splitlines() if any(t in line for t in _TROUBLE)]
+        return lines[:limit]
+
+
+def simulator(model: str, args: list[str]) -> Server:
+    port = free_port()
+    argv = [sys.executable, "-m", "vllm_sim", "--model", model, "--port", str(port)]
+    return Server("simulator", [*argv, "--seed", SEED, *args], port)
+
+
+def baseline(model: str, args: list[str], name: str = "baseline") -> Server:
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.baseline", "--model", model, "--port", str(port)]
+    return Server(name, [*argv, *args], port)

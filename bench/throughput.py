@@ -1,0 +1,59 @@
+"""1. Non-streaming chat completions at zero latency: 64 keep-alive connections, closed loop."""
+
+from __future__ import annotations
+
+from bench import report
+from bench.load import alternate, running
+from bench.options import Options, chat_body
+from bench.report import BenchReport, Column, Figure, best_round
+from bench.servers import baseline, simulator
+from bench.spec import LoadResult, LoadSpec
+
+NAME = "throughput"
+CONNECTIONS = 64
+SIM_ARGS = ["--max-num-seqs", "1024"]
+
+COLUMNS: list[Column] = [
+    ("req/s", lambda r: report.rate(r.rate)),
+    ("p50 ms", lambda r: report.ms(r.latency.p50)),
+    ("p99 ms", lambda r: report.ms(r.latency.p99)),
+    ("resp bytes", lambda r: f"{r.mean_bytes:.0f}"),
+    *report.CPU_COLUMNS,
+]
+
+
+def requests_per_second(result: LoadResult) -> float:
+    return result.rate
+
+
+def run(opts: Options) -> BenchReport:
+    warmup, duration, rounds = opts.plan(full=(1.0, 4.0, 3), quick=(1.0, 2.0, 2))
+    title = (
+        f"1. Non-streaming chat throughput, zero latency: {CONNECTIONS} connections; "
+        f"best of {rounds} alternating rounds of {duration:g} s after {warmup:g} s warm-up"
+    )
+    spec = LoadSpec(
+        port=0,
+        body=chat_body(opts.model, max_tokens=10),
+        connections=CONNECTIONS,
+        warmup=warmup,
+        duration=duration,
+    )
+    rep = BenchReport(NAME, title)
+    servers = [baseline(opts.model, []), simulator(opts.model, SIM_ARGS)]
+    with running(servers):
+        per_server = alternate(servers, spec, rounds)
+    rep.problems += report.server_problems(servers)
+    for server, results in zip(servers, per_server, strict=True):
+        rep.runs.append(best_round(server.name, CONNECTIONS, results, requests_per_second))
+    base, sim = rep.load("baseline", CONNECTIONS), rep.load("simulator", CONNECTIONS)
+    rep.figures += [
+        Figure(NAME, "requests/s", sim.rate, base.rate, higher_is_better=True),
+        Figure(NAME, "latency p50 ms", sim.latency.p50, base.latency.p50, False),
+        Figure(NAME, "latency p99 ms", sim.latency.p99, base.latency.p99, False),
+    ]
+    return rep
+
+
+def show(rep: BenchReport) -> None:
+    print(report.runs_table(rep.runs, COLUMNS))
