@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench import report, streaming, throughput, timing
+from bench import report, startup, streaming, throughput, timing
 from bench.cpu import CLIENT_CPU, SERVER_CPU, can_pin
 from bench.load import LoadError
 from bench.options import Options
@@ -28,6 +28,7 @@ BENCHMARKS = {
     throughput.NAME: Benchmark(throughput.run, throughput.show),
     streaming.NAME: Benchmark(streaming.run, streaming.show),
     timing.NAME: Benchmark(timing.run, timing.show),
+    startup.NAME: Benchmark(startup.run, startup.show),
 }
 
 

@@ -44,6 +44,8 @@ class Server:
         self.log: IO[bytes] | None = None
         self.exit_code: int | None = None
         self.problems: list[str] = []  # error lines in its log, a bad exit status
+        self.started_in = 0.0  # seconds from spawn to the first 200 from /health
+        self.peak_rss_mib = 0.0  # high-water resident memory, read just before the stop
 
     @property
     def pid(self) -> int:
@@ -66,11 +68,13 @@ class Server:
             raise ServerError(f"{self.name} was already started")
         # The log lives as long as the server process; stop() closes it.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115
+        spawned = time.monotonic()
         self.process = subprocess.Popen(
             self.argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log
         )
         pin(self.process.pid, SERVER_CPU)
         self._wait_ready()
+        self.started_in = time.monotonic() - spawned
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -84,7 +88,7 @@ class Server:
                 raise ServerError(f"{self.name} exited at startup:\n{text}")
             if self._healthy():
                 return
-            time.sleep(0.05)
+            time.sleep(0.005)
         self.stop()
         raise ServerError(f"{self.name} did not answer /health within {STARTUP_TIMEOUT} s")
 
@@ -104,6 +108,7 @@ class Server:
         if process is None or self.exit_code is not None:
             return
         if process.poll() is None:
+            self.peak_rss_mib = peak_rss_mib(process.pid)
             process.send_signal(signal.SIGTERM)
             try:
                 process.wait(STOP_TIMEOUT)
@@ -127,6 +132,16 @@ class Server:
     def _log_trouble(self, limit: int = 10) -> list[str]:
         lines = [line for line in self.log_text().splitlines() if any(t in line for t in _TROUBLE)]
         return lines[:limit]
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The process's resident-memory high-water mark (VmHWM) in MiB; 0 if unknown."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            line = next((line for line in status if line.startswith(b"VmHWM:")), None)
+    except OSError:
+        return 0.0
+    return int(line.split()[1]) / 1024 if line else 0.0
 
 
 def simulator(model: str, args: list[str]) -> Server:

@@ -63,6 +63,16 @@ def run(opts: Options) -> BenchReport:
             loads = [measure(server, spec) for spec in plan]
         rep.runs += [Measured(server.name, n, load) for n, load in zip(LEVELS, loads, strict=True)]
     rep.problems += report.server_problems(servers)
+    base_server, sim_server = servers
+    rep.figures.append(
+        Figure(
+            NAME,
+            "peak RSS MiB (all levels)",
+            sim_server.peak_rss_mib,
+            base_server.peak_rss_mib,
+            False,
+        )
+    )
     for n in LEVELS:
         base, sim = rep.load("baseline", n), rep.load("simulator", n)
         rep.figures += [

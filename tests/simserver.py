@@ -32,8 +32,10 @@ class SimServer:
         env: Mapping[str, str] | None = None,
         model: str = "test-model",
         port: int | None = None,
+        https: bool = False,
     ) -> None:
         self.port = port or free_port()
+        self.scheme = "https" if https else "http"
         self.model = model
         self.args = ["--model", model, "--port", str(self.port), "--seed", "42", *args]
         self.env = {**os.environ, **(env or {})}
@@ -41,7 +43,7 @@ class SimServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     @property
     def openai_url(self) -> str:
@@ -60,7 +62,8 @@ class SimServer:
                 _, err = self.process.communicate()
                 raise RuntimeError(f"simulator exited early: {err.decode()}")
             try:
-                httpx.get(self.url + "/health", timeout=0.5)
+                # Self-signed certificates cannot be verified: that is the point of them.
+                httpx.get(self.url + "/health", timeout=0.5, verify=False)
                 return self
             except httpx.HTTPError:
                 time.sleep(0.05)

@@ -27,8 +27,18 @@ def main(argv: list[str] | None = None) -> int:
     # Imported late so that --help and config errors answer fast.
     from vllm_sim.server.build import build_instance
     from vllm_sim.server.runner import serve
+    from vllm_sim.server.tls import TlsError, tls_setup
 
-    serve(build_instance(cfg, cfg.port), "0.0.0.0")
+    try:
+        tls = tls_setup(cfg)
+    except TlsError as error:
+        print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)
+        return 2
+    try:
+        serve(build_instance(cfg, cfg.port), "0.0.0.0", tls)
+    finally:
+        if tls is not None:
+            tls.close()
     return 0
 
 

@@ -183,8 +183,8 @@ class Engine:
                 return
             if self.latency.settings.itl == 0:
                 # No decode delay: the rest is due at once; each gap is still a step.
-                for _ in range(total - seq.emitted - 1):
-                    self.observer.inter_token(seq, 0.0)
+                if total - seq.emitted > 1:
+                    self.observer.inter_tokens(seq, 0.0, total - seq.emitted - 1)
                 seq.emitted = total
                 continue
             seq.emitted += 1
@@ -192,7 +192,7 @@ class Engine:
                 continue
             delay = self.latency.inter_token_latency(self.num_running)
             seq.itl_delays += delay
-            self.observer.inter_token(seq, delay)
+            self.observer.inter_tokens(seq, delay, 1)
             deadline += delay
         self._schedule(seq, deadline)
 

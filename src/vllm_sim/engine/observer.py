@@ -22,8 +22,11 @@ class EngineObserver(Protocol):
     def first_token(self, seq: Sequence) -> None:
         """The first output token was released (t_first_token set)."""
 
-    def inter_token(self, seq: Sequence, delay: float) -> None:
-        """A later token was scheduled `delay` seconds after the previous one."""
+    def inter_tokens(self, seq: Sequence, delay: float, count: int) -> None:
+        """`count` later tokens were each scheduled `delay` seconds after the one before.
+
+        Zero-delay decoding releases a whole tail at once: one call stands for every gap.
+        """
 
     def sequence_finished(self, seq: Sequence) -> None:
         """The sequence released its last token (t_finished, finish_reason set)."""
@@ -44,7 +47,7 @@ class NullObserver:
     def first_token(self, seq: Sequence) -> None:
         pass
 
-    def inter_token(self, seq: Sequence, delay: float) -> None:
+    def inter_tokens(self, seq: Sequence, delay: float, count: int) -> None:
         pass
 
     def sequence_finished(self, seq: Sequence) -> None:

@@ -36,7 +36,6 @@ class Sequence:
         "prompt_index",
         "request",
         "sent",
-        "seq_id",
         "state",
         "stream",
         "t_enqueued",
@@ -63,7 +62,6 @@ class Sequence:
         self.prompt_index = prompt_index
         self.prompt: Prompt = request.prompts[prompt_index]
         self.index = index  # choice index in the response
-        self.seq_id = f"{request.request_id}-{prompt_index}-{index}"
         self.state = SeqState.WAITING
         self.output_ids: list[int] = []
         self.output_pieces: list[str] = []
@@ -79,6 +77,11 @@ class Sequence:
         self.t_started: float | None = None
         self.t_first_token: float | None = None
         self.t_finished: float | None = None
+
+    @property
+    def seq_id(self) -> str:
+        """Unique per sequence; built on demand, as only logs and events need it."""
+        return f"{self.request.request_id}-{self.prompt_index}-{self.index}"
 
     @property
     def prompt_tokens(self) -> int:

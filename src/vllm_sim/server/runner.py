@@ -14,6 +14,7 @@ from collections.abc import Generator
 import uvicorn
 
 from vllm_sim.server.build import Instance
+from vllm_sim.server.tls import TlsSetup
 
 log = logging.getLogger("vllm_sim")
 
@@ -29,14 +30,17 @@ class SimulatorServer(uvicorn.Server):
     the process exits 0. A second signal exits at once with status 1.
     """
 
-    def __init__(self, config: uvicorn.Config, instance: Instance) -> None:
+    def __init__(self, config: uvicorn.Config, instance: Instance, tls: TlsSetup | None) -> None:
         super().__init__(config)
         self._instance = instance
+        self._tls = tls
         self._drain_task: asyncio.Task[None] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         self._instance.readiness.start()
+        if self._tls is not None:
+            self._tls.start_watching()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -65,7 +69,7 @@ class SimulatorServer(uvicorn.Server):
         self.should_exit = True
 
 
-def serve(instance: Instance, host: str) -> None:
+def serve(instance: Instance, host: str, tls: TlsSetup | None = None) -> None:
     cfg = instance.config
     config = uvicorn.Config(
         instance.app,
@@ -79,11 +83,10 @@ def serve(instance: Instance, host: str) -> None:
         server_header=False,
         timeout_graceful_shutdown=5,
         backlog=4096,
-        ssl_certfile=cfg.ssl_certfile or None,
-        ssl_keyfile=cfg.ssl_keyfile or None,
+        ssl_context_factory=None if tls is None else (lambda _config, _default: tls.context),
     )
-    server = SimulatorServer(config, instance)
-    scheme = "https" if cfg.ssl_certfile else "http"
+    server = SimulatorServer(config, instance, tls)
+    scheme = "http" if tls is None else "https"
     log.info(
         "vllm-sim serving %s on %s://%s:%d", cfg.display_model_name, scheme, host, instance.port
     )

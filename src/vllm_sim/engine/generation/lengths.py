@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 import random
 from typing import Final
@@ -37,6 +39,12 @@ def response_length(
     return _length_from_histogram(rng, max_tokens)
 
 
+@functools.lru_cache(maxsize=4096)
+def _bucket_table(max_tokens: int) -> tuple[tuple[int, int], ...]:
+    # Clients send a handful of distinct max_tokens values: compute each layout once.
+    return tuple(histogram_buckets(max_tokens))
+
+
 def histogram_buckets(max_tokens: int) -> list[tuple[int, int]]:
     """The five inclusive [start, end] ranges used for `max_tokens` > 6.
 
@@ -67,8 +75,7 @@ def _length_from_histogram(rng: random.Random, max_tokens: int) -> int:
     draw = rng.random()
     if draw > _CUMULATIVE[-1]:
         return max_tokens
-    bucket = next(i for i, edge in enumerate(_CUMULATIVE) if draw <= edge)
-    start, end = histogram_buckets(max_tokens)[bucket]
+    start, end = _bucket_table(max_tokens)[bisect.bisect_left(_CUMULATIVE, draw)]
     return rng.randint(start, end)
 
 
