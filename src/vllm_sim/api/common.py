@@ -7,7 +7,6 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncGenerator
 from typing import TypeVar
 
 import msgspec
@@ -138,24 +137,6 @@ def _last_key_wins(body: bytes) -> bytes | None:
 
 def unix_now() -> int:
     return int(time.time())
-
-
-async def follow(stream: RequestStream, request: HttpRequest) -> AsyncGenerator[None, None]:
-    """Yields each time the stream has news; aborts the request if the client leaves."""
-    stop_watching = None
-    try:
-        while True:
-            if not stream.has_news():
-                if stop_watching is None:
-                    stop_watching = request.on_disconnect(stream.abort)
-                await stream.wait()
-            yield
-            if stream.done:
-                return
-    finally:
-        if stop_watching is not None:
-            stop_watching()
-        stream.abort()  # a no-op once the stream is done
 
 
 async def wait_for_result(stream: RequestStream, request: HttpRequest) -> None:

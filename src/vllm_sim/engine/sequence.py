@@ -120,7 +120,12 @@ class RequestStream:
         return self._done
 
     def has_news(self) -> bool:
-        return self._done or any(s.emitted > s.sent for s in self.sequences)
+        if self._done:
+            return True
+        for seq in self.sequences:  # noqa: SIM110 -- once per token; any() + genexpr costs more
+            if seq.emitted > seq.sent:
+                return True
+        return False
 
     def notify(self) -> None:
         waiter = self._waiter
@@ -142,7 +147,8 @@ class RequestStream:
         self._done = True
         self.notify()
 
-    async def _next_notification(self) -> None:
+    async def next_notification(self) -> None:
+        """Returns at the next notify() (new tokens, an end, a failure)."""
         waiter = self._waiter
         if waiter is None:
             waiter = asyncio.get_running_loop().create_future()
@@ -152,12 +158,12 @@ class RequestStream:
     async def wait(self) -> None:
         """Returns once there is something new to encode (or the stream is over)."""
         if not self.has_news():
-            await self._next_notification()
+            await self.next_notification()
 
     async def wait_done(self) -> None:
         """Returns once every sequence finished or the request failed."""
         while not self._done:
-            await self._next_notification()
+            await self.next_notification()
 
     def abort(self) -> None:
         """The client left: free every slot and queue place this request holds."""
