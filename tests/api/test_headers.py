@@ -104,11 +104,13 @@ def test_no_pod_headers_on_other_endpoints(client: httpx.Client, path: str) -> N
         assert name not in response.headers
 
 
-def test_no_pod_headers_on_early_errors(client: httpx.Client) -> None:
-    response = post(client, CHAT, chat_body(model="nope"))
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
+def test_pod_headers_on_errors_too(client: httpx.Client, path: str) -> None:
+    """Unlike the reference, a router sees which pod refused a request as well."""
+    response = post(client, path, {"model": "nope", "prompt": "x", "messages": []})
     assert_error(response, 404)
     for name in POD_HEADERS:
-        assert name not in response.headers
+        assert name in response.headers
 
 
 def test_flag_off_ignores_the_header_and_makes_uuid5_ids() -> None:

@@ -27,7 +27,8 @@ def parse_gauges(text: str) -> tuple[int, int]:
         values[name] = values.get(name, 0.0) + float(value)
     assert "vllm:num_requests_running" in values, text
     assert "vllm:num_requests_waiting" in values, text
-    return int(values["vllm:num_requests_running"]), int(values["vllm:num_requests_waiting"])
+    running, waiting = values["vllm:num_requests_running"], values["vllm:num_requests_waiting"]
+    return int(float(running)), int(float(waiting))
 
 
 def gauges(sim: SimServer) -> tuple[int, int]:

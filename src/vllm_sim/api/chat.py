@@ -120,6 +120,7 @@ def _validate(body: ChatRequest) -> int | None:
 
 async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     body = decode_body(request.body, _decoder)
+    ctx.failures.check(request)
     request_id = ctx.request_id(request)
     model = ctx.resolve_model(body.model)
     max_tokens = _validate(body)

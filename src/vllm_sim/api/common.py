@@ -11,6 +11,7 @@ from typing import TypeVar
 
 import msgspec
 
+from vllm_sim.api.failures import FailureInjector
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.sequence import RequestStream
@@ -59,6 +60,7 @@ class ApiContext:
         pod_headers: Headers,
         echo_request_id: bool,
         mode: str,
+        failures: FailureInjector,
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
@@ -70,6 +72,7 @@ class ApiContext:
         self.pod_headers = pod_headers
         self.echo_request_id = echo_request_id
         self.mode = mode
+        self.failures = failures
         self._served = frozenset(served_model_names)
 
     def resolve_model(self, name: str | None) -> str:
@@ -82,11 +85,12 @@ class ApiContext:
         raise RequestError(404, f"The model `{name}` does not exist.", param="model")
 
     def request_id(self, request: HttpRequest) -> str:
-        if self.echo_request_id:
-            given = request.header(b"x-request-id")
-            if given:
-                return given
-        return self.request_ids.next()
+        """The request's id, made once: the client's X-Request-Id if echoed, else a new one."""
+        if request.request_id is not None:
+            return request.request_id
+        given = request.header(b"x-request-id") if self.echo_request_id else None
+        request.request_id = given or self.request_ids.next()
+        return request.request_id
 
     def response_headers(self, request_id: str) -> Headers:
         """Pod headers, and X-Request-Id when --enable-request-id-headers is on."""

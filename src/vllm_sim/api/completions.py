@@ -92,6 +92,7 @@ def _validate(body: CompletionRequest) -> None:
 
 async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     body = decode_body(request.body, _decoder)
+    ctx.failures.check(request)
     request_id = ctx.request_id(request)
     model = ctx.resolve_model(body.model)
     prompts = parse_prompts(body.prompt, ctx.tokenizer)

@@ -64,8 +64,13 @@ class Engine:
         self._next_uid = 0
         self._admitting = False
         self._ticking = False
+        self.fake_running: int | None = None
 
     # ----------------------------------------------------------------- public API
+    def load(self) -> int:
+        """The running count the load factor sees: fake metrics may generate one."""
+        return self.num_running if self.fake_running is None else self.fake_running
+
     @property
     def open_requests(self) -> int:
         """Sequences still queued or running (the shutdown drain waits for 0)."""
@@ -100,13 +105,16 @@ class Engine:
             self.num_waiting += 1
             self.observer.sequence_queued(seq)
         self._admit()
+        for seq in stream.sequences:
+            # Only sequences that did not start at once have really queued (metrics.md §4).
+            seq.waited = seq.state is SeqState.WAITING
         return stream
 
     def abort(self, stream: RequestStream) -> None:
         """Frees every slot and queue place of the stream at once."""
         if stream.done:
             return
-        self._drop_all(stream)
+        self._drop_all(stream, aborted=True)
         stream.fail(RequestAborted())
         self._admit()
 
@@ -120,7 +128,7 @@ class Engine:
         now: float,
     ) -> Sequence:
         self._next_uid += 1
-        return Sequence(self._next_uid, request, stream, p_index, index, now)
+        return Sequence(self._next_uid, request, stream, p_index, index, now, self.latency)
 
     def _check_context(self, request: GenerationRequest, prompt_tokens: int) -> None:
         completion = request.max_tokens if request.max_tokens is not None else 1
@@ -162,8 +170,11 @@ class Engine:
             self._fail(seq, exc)
             return
         # Prefix-cache hits (seq.cached_tokens) are looked up here, before the TTFT.
-        seq.ttft = self.latency.time_to_first_token(
-            seq.prompt_tokens, seq.cached_tokens, seq.request.do_remote_prefill, self.num_running
+        # The sequence keeps the latency model it started under: a config update applies
+        # to later requests, never to half of one.
+        seq.latency = self.latency
+        seq.ttft = seq.latency.time_to_first_token(
+            seq.prompt_tokens, seq.cached_tokens, seq.request.do_remote_prefill, self.load()
         )
         self.observer.sequence_started(seq)
         self._advance(seq, now + seq.ttft, now)
@@ -181,7 +192,8 @@ class Engine:
             if seq.emitted >= total:
                 self._finish(seq, now)
                 return
-            if self.latency.settings.itl == 0:
+            latency = seq.latency
+            if latency.settings.itl == 0:
                 # No decode delay: the rest is due at once; each gap is still a step.
                 if total - seq.emitted > 1:
                     self.observer.inter_tokens(seq, 0.0, total - seq.emitted - 1)
@@ -190,7 +202,7 @@ class Engine:
             seq.emitted += 1
             if seq.emitted >= total:
                 continue
-            delay = self.latency.inter_token_latency(self.num_running)
+            delay = latency.inter_token_latency(self.load())
             seq.itl_delays += delay
             self.observer.inter_tokens(seq, delay, 1)
             deadline += delay
@@ -243,12 +255,15 @@ class Engine:
 
     def _fail(self, seq: Sequence, error: RequestError) -> None:
         """A sequence failed after admission: the whole request fails, siblings stop."""
-        self._drop_all(seq.stream)
+        self._drop_all(seq.stream, aborted=False)
         seq.stream.fail(error)
         self._admit()
 
-    def _drop_all(self, stream: RequestStream) -> None:
-        """Releases the queue places and slots of every unfinished sequence of a stream."""
+    def _drop_all(self, stream: RequestStream, aborted: bool) -> None:
+        """Releases the queue places and slots of every unfinished sequence of a stream.
+
+        `aborted`: the client left (vLLM's `abort`); otherwise the request failed.
+        """
         now = self._clock()
         for seq in stream.sequences:
             if seq.state is SeqState.WAITING:
@@ -259,4 +274,7 @@ class Engine:
                 continue
             seq.state = SeqState.ABORTED
             seq.t_finished = now
-            self.observer.sequence_aborted(seq)
+            if aborted:
+                self.observer.sequence_aborted(seq)
+            else:
+                self.observer.sequence_failed(seq)

@@ -32,7 +32,10 @@ class EngineObserver(Protocol):
         """The sequence released its last token (t_finished, finish_reason set)."""
 
     def sequence_aborted(self, seq: Sequence) -> None:
-        """The sequence was dropped: client gone, or a sibling failed."""
+        """The client left: the sequence was dropped (t_finished set)."""
+
+    def sequence_failed(self, seq: Sequence) -> None:
+        """The request failed after admission (e.g. its context overflowed): dropped."""
 
 
 class NullObserver:
@@ -54,4 +57,7 @@ class NullObserver:
         pass
 
     def sequence_aborted(self, seq: Sequence) -> None:
+        pass
+
+    def sequence_failed(self, seq: Sequence) -> None:
         pass

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from vllm_sim.engine.errors import RequestAborted, RequestError
 
 if TYPE_CHECKING:
+    from vllm_sim.engine.latency import LatencyModel
     from vllm_sim.engine.request import GenerationRequest, Prompt
 
 
@@ -30,6 +31,7 @@ class Sequence:
         "finish_reason",
         "index",
         "itl_delays",
+        "latency",
         "output_ids",
         "output_pieces",
         "prompt",
@@ -45,6 +47,7 @@ class Sequence:
         "t_submitted",
         "ttft",
         "uid",
+        "waited",
     )
 
     def __init__(
@@ -55,6 +58,7 @@ class Sequence:
         prompt_index: int,
         index: int,
         now: float,
+        latency: LatencyModel,
     ) -> None:
         self.uid = uid
         self.request = request
@@ -72,11 +76,13 @@ class Sequence:
         self.deadline = 0.0
         self.ttft = 0.0  # sampled time to first token, seconds
         self.itl_delays = 0.0  # sum of sampled inter-token delays, seconds
+        self.latency = latency  # replaced at start by the model current then
         self.t_submitted = now
         self.t_enqueued: float | None = None
         self.t_started: float | None = None
         self.t_first_token: float | None = None
         self.t_finished: float | None = None
+        self.waited = False  # True once it had to wait in the queue for a slot
 
     @property
     def seq_id(self) -> str:

@@ -1,65 +1,65 @@
-"""Prometheus text exposition (format 0.0.4) of the simulator's metric families."""
+"""Prometheus text exposition (format 0.0.4), written the way vLLM's client library writes it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from typing import Protocol
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
-Sample = tuple[tuple[str, ...], float]
-
 
 def format_value(value: float) -> str:
-    """Prometheus's float syntax: integers without a fraction, +Inf/-Inf/NaN spelled out."""
+    """A sample value or `le` bound as vLLM prints it (`0.0`, `1.0`, `0.001`, `2e+06`).
+
+    vLLM exposes through prometheus_client, which prints Python floats but switches to
+    Go's exponent form once a number has more than six digits before the point.
+    """
+    value = float(value)
     if value != value:
         return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
+    if value == float("inf"):
+        return "+Inf"
+    if value == float("-inf"):
+        return "-Inf"
+    text = repr(value)
+    point = text.find(".")
+    if value > 0 and point > 6:
+        mantissa = f"{text[0]}.{text[1:point]}{text[point + 1 :]}".rstrip("0.")
+        return f"{mantissa}e+0{point - 1}"
+    return text
 
 
-def _escape(value: str) -> str:
+def escape_label(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-@dataclass(frozen=True, slots=True)
-class CallbackGauge:
-    """A gauge family whose samples are read from live state at scrape time.
+def label_text(names: tuple[str, ...], values: tuple[str, ...]) -> str:
+    """`name="value",...` in the given order (the families keep vLLM's label order)."""
+    return ",".join(f'{k}="{escape_label(v)}"' for k, v in zip(names, values, strict=True))
 
-    Reading at scrape time costs the request path nothing and can never drift from the
-    state it reports.
-    """
+
+class Family(Protocol):
+    """One metric family: writes its HELP, TYPE and samples, or nothing when it has none."""
 
     name: str
-    help: str
-    label_names: tuple[str, ...]
-    samples: Callable[[], Iterable[Sample]]
 
-    def render(self, out: list[str]) -> None:
-        rows = list(self.samples())
-        if not rows:
-            return  # an empty family is not exposed (as vLLM's client library does)
-        out.append(f"# HELP {self.name} {self.help}")
-        out.append(f"# TYPE {self.name} gauge")
-        for labels, value in rows:
-            pairs = ",".join(
-                f'{k}="{_escape(v)}"' for k, v in zip(self.label_names, labels, strict=True)
-            )
-            suffix = f"{{{pairs}}}" if pairs else ""
-            out.append(f"{self.name}{suffix} {format_value(value)}")
+    def render(self, out: list[str]) -> None: ...
 
 
 class Registry:
     """The families one engine exposes on /metrics, in registration order."""
 
     def __init__(self) -> None:
-        self._families: list[CallbackGauge] = []
+        self._families: list[Family] = []
 
-    def register(self, family: CallbackGauge) -> None:
+    def register(self, family: Family) -> None:
         self._families.append(family)
+
+    def unregister(self, name: str) -> None:
+        self._families = [f for f in self._families if f.name != name]
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self._families]
 
     def render(self) -> bytes:
         out: list[str] = []

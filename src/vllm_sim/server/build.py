@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
 
+from vllm_sim.api.admin import RuntimeControl
 from vllm_sim.api.common import ApiContext, RequestIds
+from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.health import Readiness
-from vllm_sim.config import Config
+from vllm_sim.config import Config, FakeMetrics
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.settings import latency_from_config, limits_from_config
+from vllm_sim.engine.stats import MetricsRecorder
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
-from vllm_sim.metrics.engine_metrics import engine_registry
+from vllm_sim.metrics.catalogue import SchedulerGauges, VllmMetrics, fake_gauges, live_gauges
+from vllm_sim.metrics.fake import FakeMetricsDriver
 from vllm_sim.server.app import App
 from vllm_sim.server.http import Headers
 from vllm_sim.server.routes import build_routes
@@ -29,6 +36,9 @@ class Instance:
     app: App
     engine: Engine
     readiness: Readiness
+    control: RuntimeControl
+    # Started with the server, cancelled when it stops (fake-metric generators).
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
 
 
 def pod_headers(cfg: Config, port: int) -> Headers:
@@ -47,6 +57,7 @@ def build_instance(cfg: Config, port: int) -> Instance:
     tokenizer = SimulatedTokenizer()
     content = ContentSource(cfg.mode, tokenizer, rng)
     engine = Engine(limits_from_config(cfg), latency_from_config(cfg), content, rng)
+    failures = FailureInjector(cfg.model, rng)
     ctx = ApiContext(
         engine=engine,
         tokenizer=tokenizer,
@@ -57,8 +68,48 @@ def build_instance(cfg: Config, port: int) -> Instance:
         pod_headers=pod_headers(cfg, port),
         echo_request_id=cfg.enable_request_id_headers,
         mode=cfg.mode,
+        failures=failures,
     )
     readiness = Readiness(cfg.startup_duration / 1e9)
-    registry = engine_registry(engine, cfg.display_model_name)
-    app = App(build_routes(ctx, registry, readiness), cfg.max_request_body_size_mb * MB)
-    return Instance(cfg, port, app, engine, readiness)
+    metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len)
+    metrics.cache_config.labels(str(cfg.block_size), str(cfg.kv_cache_size)).set(1)
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = []
+    on_fake: Callable[[FakeMetrics], None] | None = None
+    if cfg.fake_metrics is None:
+        _real_metrics(metrics, engine, cfg.max_loras)
+    else:
+        driver = _fake_metrics(metrics, engine, cfg)
+        background.append(driver.run)
+        on_fake = driver.update
+    control = RuntimeControl(cfg, engine, failures, on_fake)
+    routes = build_routes(ctx, metrics.registry, readiness, control)
+    app = App(routes, cfg.max_request_body_size_mb * MB)
+    return Instance(cfg, port, app, engine, readiness, control, background)
+
+
+def _real_metrics(metrics: VllmMetrics, engine: Engine, max_loras: int) -> None:
+    state = SchedulerGauges(
+        running=lambda: engine.num_running, waiting=lambda: engine.num_waiting, kv_usage=lambda: 0.0
+    )
+    metrics.register(live_gauges(metrics.model_name, state))
+    metrics.precreate_series()
+    metrics.lora_info.labels(str(max_loras), "", "").set(int(time.time()))
+    engine.observer = MetricsRecorder(metrics)
+
+
+def _fake_metrics(metrics: VllmMetrics, engine: Engine, cfg: Config) -> FakeMetricsDriver:
+    assert cfg.fake_metrics is not None
+    gauges = fake_gauges()
+    metrics.register(gauges)
+
+    def set_load_running(value: int | None) -> None:
+        engine.fake_running = value
+
+    return FakeMetricsDriver(
+        metrics,
+        gauges,
+        cfg.fake_metrics,
+        cfg.max_loras,
+        cfg.fake_metrics_refresh_interval / 1e9,
+        set_load_running,
+    )

@@ -20,7 +20,17 @@ JSON = b"application/json"
 class HttpRequest:
     """A request whose body has been read in full (within the size limit)."""
 
-    __slots__ = ("_receive", "_watcher", "body", "headers", "method", "path", "port", "query")
+    __slots__ = (
+        "_receive",
+        "_watcher",
+        "body",
+        "headers",
+        "method",
+        "path",
+        "port",
+        "query",
+        "request_id",
+    )
 
     def __init__(
         self,
@@ -38,6 +48,7 @@ class HttpRequest:
         self.headers = headers
         self.body = body
         self.port = port  # the port this request arrived on
+        self.request_id: str | None = None  # set once the handler names the request
         self._receive = receive
         self._watcher: asyncio.Task[None] | None = None
 

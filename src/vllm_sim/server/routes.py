@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from vllm_sim.api import chat, completions, models
+from vllm_sim.api.admin import RuntimeControl, admin_handlers
 from vllm_sim.api.common import ApiContext
 from vllm_sim.api.health import Readiness, health, metrics_handler, readiness_handler
+from vllm_sim.engine.errors import RequestError
 from vllm_sim.metrics.exposition import Registry
 from vllm_sim.server.app import Route
-from vllm_sim.server.http import AnyResponse, Handler, HttpRequest
+from vllm_sim.server.http import AnyResponse, Handler, HttpRequest, error_response
 
 ApiHandler = Callable[[ApiContext, HttpRequest], Awaitable[AnyResponse]]
 
@@ -21,12 +23,29 @@ def _bind(ctx: ApiContext, handler: ApiHandler) -> Handler:
     return bound
 
 
-def build_routes(ctx: ApiContext, registry: Registry, readiness: Readiness) -> list[Route]:
+def _bind_generation(ctx: ApiContext, handler: ApiHandler) -> Handler:
+    """Like _bind, and an error answer carries the request id and pod headers too."""
+
+    async def bound(request: HttpRequest) -> AnyResponse:
+        try:
+            return await handler(ctx, request)
+        except RequestError as error:
+            return error_response(error, ctx.response_headers(ctx.request_id(request)))
+
+    return bound
+
+
+def build_routes(
+    ctx: ApiContext, registry: Registry, readiness: Readiness, control: RuntimeControl
+) -> list[Route]:
+    show_config, update_config, update_fake_metrics = admin_handlers(control)
     return [
-        Route("/v1/chat/completions", {"POST": _bind(ctx, chat.handle)}, True),
-        Route("/v1/completions", {"POST": _bind(ctx, completions.handle)}, True),
+        Route("/v1/chat/completions", {"POST": _bind_generation(ctx, chat.handle)}, True),
+        Route("/v1/completions", {"POST": _bind_generation(ctx, completions.handle)}, True),
         Route("/v1/models", {"GET": _bind(ctx, models.handle)}),
         Route("/health", {"GET": health}),
         Route("/health/ready", {"GET": readiness_handler(readiness)}),
         Route("/metrics", {"GET": metrics_handler(registry)}),
+        Route("/admin/config", {"GET": show_config, "POST": update_config}),
+        Route("/fake_metrics", {"POST": update_fake_metrics}),
     ]

@@ -35,12 +35,20 @@ class SimulatorServer(uvicorn.Server):
         self._instance = instance
         self._tls = tls
         self._drain_task: asyncio.Task[None] | None = None
+        self._background: list[asyncio.Task[None]] = []
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         self._instance.readiness.start()
+        loop = asyncio.get_running_loop()
+        self._background = [loop.create_task(run()) for run in self._instance.background]
         if self._tls is not None:
             self._tls.start_watching()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for task in self._background:
+            task.cancel()
+        await super().shutdown(sockets)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:

@@ -1,0 +1,116 @@
+"""Records vLLM's request metrics from the engine's lifecycle events (metrics.md §4).
+
+Every observation is what happened to the sequence: its sampled TTFT and inter-token
+delays, and the measured times between its transitions. Nothing is read from the config.
+
+Observations are made at once (holding sequences for a later batch would keep them alive
+into older GC generations, which costs more than it saves), on series looked up once.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from vllm_sim.engine.sequence import Sequence
+from vllm_sim.metrics.catalogue import VllmMetrics
+from vllm_sim.metrics.families import HistogramSeries
+
+ABORT = "abort"
+# vLLM's engine ends a tool-calling turn as `stop`; the API layer alone says `tool_calls`.
+_ENGINE_REASON = {"tool_calls": "stop"}
+
+
+def _observe(series: HistogramSeries, value: float) -> None:
+    series.counts[bisect_left(series.bounds, value)] += 1
+    series.sum += value
+
+
+class MetricsRecorder:
+    """An EngineObserver that keeps the request families of a VllmMetrics current."""
+
+    def __init__(self, metrics: VllmMetrics) -> None:
+        model = metrics.model_name
+        self._model = model
+        self._metrics = metrics
+        self._itl = metrics.itl.labels(model)
+        # Each sub-request has one choice and every gap is both a TPOT and an ITL sample,
+        # so these families always hold the same series: one object serves both.
+        metrics.tpot.share((model,), self._itl)
+        self._generation_hist = metrics.generation_tokens_hist.labels(model)
+        metrics.max_generation_tokens.share((model,), self._generation_hist)
+        self._prompt_total = metrics.prompt_tokens.labels(model)
+        self._generation_total = metrics.generation_tokens.labels(model)
+        self._prompt_hist = metrics.prompt_tokens_hist.labels(model)
+        self._params_max_tokens = metrics.params_max_tokens.labels(model)
+        self._queue = metrics.queue_time.labels(model)
+        self._ttft = metrics.ttft.labels(model)
+        self._prefill = metrics.prefill_time.labels(model)
+        self._e2e = metrics.e2e.labels(model)
+        self._inference = metrics.inference_time.labels(model)
+        self._decode = metrics.decode_time.labels(model)
+        self._request_tpot = metrics.request_tpot.labels(model)
+        self._success = {
+            reason: metrics.request_success.labels(model, reason)
+            for reason in ("stop", "length", ABORT)
+        }
+
+    def sequence_queued(self, seq: Sequence) -> None:
+        pass  # the waiting gauge reads the engine's own count
+
+    def sequence_started(self, seq: Sequence) -> None:
+        if seq.waited and seq.t_started is not None and seq.t_enqueued is not None:
+            _observe(self._queue, seq.t_started - seq.t_enqueued)
+
+    def first_token(self, seq: Sequence) -> None:
+        _observe(self._ttft, seq.ttft)
+        if seq.t_started is not None and seq.t_first_token is not None:
+            _observe(self._prefill, seq.t_first_token - seq.t_started)
+
+    def inter_tokens(self, seq: Sequence, delay: float, count: int) -> None:
+        itl = self._itl
+        itl.counts[bisect_left(itl.bounds, delay)] += count
+        itl.sum += delay * count
+
+    def sequence_finished(self, seq: Sequence) -> None:
+        reason = seq.finish_reason or "stop"
+        self._record_end(seq, _ENGINE_REASON.get(reason, reason), seq.completion_tokens)
+
+    def sequence_aborted(self, seq: Sequence) -> None:
+        # vLLM counts a request its client abandoned under finished_reason="abort".
+        self._record_end(seq, ABORT, seq.emitted)
+
+    def sequence_failed(self, seq: Sequence) -> None:
+        pass  # a worker-side failure leaves only the gauges changed (metrics.md §4)
+
+    def prefix_lookup(self, queried_tokens: int, hit_tokens: int) -> None:
+        model = self._model
+        self._metrics.prefix_queries.labels(model).inc(queried_tokens)
+        self._metrics.prefix_hits.labels(model).inc(hit_tokens)
+
+    def _record_end(self, seq: Sequence, reason: str, generated: int) -> None:
+        success = self._success.get(reason)
+        if success is None:
+            success = self._metrics.request_success.labels(self._model, reason)
+            self._success[reason] = success
+        success.value += 1
+        prompt = seq.prompt_tokens
+        _observe(self._prompt_hist, prompt)
+        if seq.t_first_token is not None:
+            self._prompt_total.value += prompt  # its prefill did happen
+        self._generation_total.value += generated
+        _observe(self._generation_hist, generated)
+        if seq.request.max_tokens is not None:
+            _observe(self._params_max_tokens, seq.request.max_tokens)
+        end = seq.t_finished
+        if end is None:
+            return
+        _observe(self._e2e, end - seq.t_submitted)
+        if seq.t_started is None:
+            return
+        _observe(self._inference, end - seq.t_started)
+        if seq.t_first_token is None:
+            return
+        decode = end - seq.t_first_token
+        _observe(self._decode, decode)
+        gaps = generated - 1
+        _observe(self._request_tpot, decode / gaps if gaps > 0 else 0.0)
