@@ -72,6 +72,6 @@ def admin_handlers(control: RuntimeControl) -> tuple[Handler, Handler, Handler]:
             control.update(json.dumps({"fake-metrics": value}).encode())
         except ConfigError as error:
             raise RequestError(500, FAKE_METRICS_PREFIX + str(error)) from None
-        return Response(204, b"")
+        return Response(204, b"", b"")
 
     return show, update, update_fake_metrics

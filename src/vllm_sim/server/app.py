@@ -126,11 +126,9 @@ async def _send(send: Send, response: AnyResponse) -> None:
     if isinstance(response, StreamingResponse):
         await _send_stream(send, response)
         return
-    headers = [
-        (b"content-type", response.content_type),
-        (b"content-length", str(len(response.body)).encode()),
-        *response.headers,
-    ]
+    headers = [(b"content-length", str(len(response.body)).encode()), *response.headers]
+    if response.content_type:
+        headers.append((b"content-type", response.content_type))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     await send({"type": "http.response.body", "body": response.body})
 
