@@ -12,6 +12,7 @@ from bench.spec import LoadResult, LoadSpec
 NAME = "throughput"
 CONNECTIONS = 64
 SIM_ARGS = ["--max-num-seqs", "1024"]
+QUIET = "simulator, --disable-log-stats"
 
 COLUMNS: list[Column] = [
     ("req/s", lambda r: report.rate(r.rate)),
@@ -40,17 +41,22 @@ def run(opts: Options) -> BenchReport:
         duration=duration,
     )
     rep = BenchReport(NAME, title)
-    servers = [baseline(opts.model, []), simulator(opts.model, SIM_ARGS)]
+    quiet = simulator(opts.model, [*SIM_ARGS, "--disable-log-stats"])
+    quiet.name = QUIET
+    servers = [baseline(opts.model, []), quiet, simulator(opts.model, SIM_ARGS)]
     with running(servers):
         per_server = alternate(servers, spec, rounds)
     rep.problems += report.server_problems(servers)
     for server, results in zip(servers, per_server, strict=True):
         rep.runs.append(best_round(server.name, CONNECTIONS, results, requests_per_second))
     base, sim = rep.load("baseline", CONNECTIONS), rep.load("simulator", CONNECTIONS)
+    quiet_load = rep.load(QUIET, CONNECTIONS)
     rep.figures += [
         Figure(NAME, "requests/s", sim.rate, base.rate, higher_is_better=True),
         Figure(NAME, "latency p50 ms", sim.latency.p50, base.latency.p50, False),
         Figure(NAME, "latency p99 ms", sim.latency.p99, base.latency.p99, False),
+        # The cost of recording vLLM's metrics: the simulator against itself without them.
+        Figure(NAME, "requests/s vs no metrics", sim.rate, quiet_load.rate, True),
     ]
     return rep
 

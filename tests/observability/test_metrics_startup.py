@@ -209,3 +209,15 @@ def test_promtool_check_metrics(started: Started) -> None:
         pytest.skip("promtool is not on PATH (Debian package `prometheus`)")
     text = httpx.get(started.sim.url + "/metrics", timeout=10).text
     assert_promtool_clean(text)
+
+
+def test_disable_log_stats_keeps_only_the_scheduler_view() -> None:
+    """vLLM's --disable-log-stats: no request metrics; routers still see the gauges."""
+    with SimServer(["--disable-log-stats"]) as sim, httpx.Client(base_url=sim.url) as client:
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+        assert client.post("/v1/chat/completions", json=body).status_code == 200
+        text = client.get("/metrics").text
+    assert f'vllm:num_requests_running{{model_name="{sim.model}"}} 0.0' in text
+    assert "vllm:cache_config_info" in text
+    assert "vllm:request_success_total" not in text
+    assert "vllm:time_to_first_token_seconds" not in text

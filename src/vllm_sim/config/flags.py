@@ -271,6 +271,8 @@ SETTINGS: tuple[Setting, ...] = (
                           "got {value}"),)),
     flag("enable-request-id-headers", BOOL, False, S, "Echo X-Request-Id in responses"),
     flag("log-http", BOOL, False, S, "Log every HTTP request"),
+    flag("disable-log-stats", BOOL, False, S,
+         "Record no request metrics (vLLM's flag); /metrics keeps the scheduler gauges"),
     flag("startup-duration", DURATION, 0, S, "/health/ready answers 503 for this long"),
     flag("enable-sleep-mode", BOOL, False, S, "Allow /sleep (also needs VLLM_SERVER_DEV_MODE=1)"),
     flag("mm-encoder-only", BOOL, False, E, "Encoder-only multimodal mode (no gRPC)"),

@@ -28,6 +28,7 @@ class Config:
     max_request_body_size_mb: int
     enable_request_id_headers: bool
     log_http: bool
+    disable_log_stats: bool
     startup_duration: int
     enable_sleep_mode: bool
     # Model

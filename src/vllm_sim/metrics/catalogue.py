@@ -151,9 +151,12 @@ class VllmMetrics:
             TPOT_BUCKETS,
         )
 
-    def register(self, gauges: Sequence[Family]) -> None:
-        """Registers the scheduler gauges given (live or fake), then every other family."""
-        for family in [*gauges, self.lora_info, self.cache_config, *self.request_families()]:
+    def register(self, gauges: Sequence[Family], request_families: bool = True) -> None:
+        """Registers the scheduler gauges given (live or fake), then the other families."""
+        families = [*gauges, self.lora_info, self.cache_config]
+        if request_families:
+            families += self.request_families()
+        for family in families:
             self.registry.register(family)
 
     def request_families(self) -> list[Counter | Histogram]:

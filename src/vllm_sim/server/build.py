@@ -76,7 +76,7 @@ def build_instance(cfg: Config, port: int) -> Instance:
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
     on_fake: Callable[[FakeMetrics], None] | None = None
     if cfg.fake_metrics is None:
-        _real_metrics(metrics, engine, cfg.max_loras)
+        _real_metrics(metrics, engine, cfg.max_loras, record=not cfg.disable_log_stats)
     else:
         driver = _fake_metrics(metrics, engine, cfg)
         background.append(driver.run)
@@ -87,14 +87,15 @@ def build_instance(cfg: Config, port: int) -> Instance:
     return Instance(cfg, port, app, engine, readiness, control, background)
 
 
-def _real_metrics(metrics: VllmMetrics, engine: Engine, max_loras: int) -> None:
+def _real_metrics(metrics: VllmMetrics, engine: Engine, max_loras: int, record: bool) -> None:
     state = SchedulerGauges(
         running=lambda: engine.num_running, waiting=lambda: engine.num_waiting, kv_usage=lambda: 0.0
     )
-    metrics.register(live_gauges(metrics.model_name, state))
-    metrics.precreate_series()
+    metrics.register(live_gauges(metrics.model_name, state), request_families=record)
     metrics.lora_info.labels(str(max_loras), "", "").set(int(time.time()))
-    engine.observer = MetricsRecorder(metrics)
+    if record:
+        metrics.precreate_series()
+        engine.observer = MetricsRecorder(metrics)
 
 
 def _fake_metrics(metrics: VllmMetrics, engine: Engine, cfg: Config) -> FakeMetricsDriver:
