@@ -124,7 +124,7 @@ def test_metrics_show_idle_gauges_for_the_first_served_name(client: httpx.Client
         ("POST", "/v1/chat/completion"),
         ("POST", "/chat/completions"),
         ("GET", "/v1"),
-        ("POST", "/detokenize"),
+        ("POST", "/v1/detokenize"),
         ("GET", "/version"),
     ],
 )

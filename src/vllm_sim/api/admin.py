@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 
 from vllm_sim.api.failures import FailureInjector
+from vllm_sim.api.omni import ImageEmission
 from vllm_sim.config import Config, ConfigError, FakeMetrics, apply_admin_update, config_to_dict
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.errors import RequestError
@@ -27,11 +28,14 @@ class RuntimeControl:
         cfg: Config,
         engine: Engine,
         failures: FailureInjector,
+        images: ImageEmission,
         on_fake_metrics: Callable[[FakeMetrics], None] | None = None,
     ) -> None:
         self.config = cfg
         self._engine = engine
         self._failures = failures
+        self._images = images
+        images.rate = cfg.image_emission_rate
         self._on_fake_metrics = on_fake_metrics
         failures.configure(cfg.failure_injection_rate, cfg.failure_types)
 
@@ -42,6 +46,7 @@ class RuntimeControl:
         # No await from here on: the swap is atomic on the event loop.
         self._engine.reconfigure(limits_from_config(new), latency_from_config(new))
         self._failures.configure(new.failure_injection_rate, new.failure_types)
+        self._images.rate = new.image_emission_rate
         fake = new.fake_metrics
         if self._on_fake_metrics is not None and fake is not None and fake != old.fake_metrics:
             self._on_fake_metrics(fake)

@@ -14,41 +14,14 @@ from vllm_sim.api.common import (
     wait_for_result,
 )
 from vllm_sim.api.logprobs import chat_logprobs, check_logprobs_count
+from vllm_sim.api.messages import ChatMessage, read_conversation
+from vllm_sim.api.omni import image_block
 from vllm_sim.api.streaming import closing_events, json_str, sse_events
 from vllm_sim.api.usage import usage_of
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.engine.tokenizer import ChatTurn
 from vllm_sim.server.http import AnyResponse, HttpRequest, StreamingResponse, json_response
-
-
-class ImageUrl(msgspec.Struct):
-    url: str = ""
-
-
-class ContentBlock(msgspec.Struct):
-    type: str
-    text: str | None = None
-    image_url: ImageUrl | None = None
-
-
-class FunctionCall(msgspec.Struct):
-    name: str = ""
-    arguments: str = ""
-
-
-class ToolCall(msgspec.Struct):
-    function: FunctionCall
-    id: str | None = None
-    type: str = "function"
-
-
-class ChatMessage(msgspec.Struct):
-    role: str
-    content: str | list[ContentBlock] | None = None
-    tool_calls: list[ToolCall] | None = None
-    tool_call_id: str | None = None
 
 
 class StreamOptions(msgspec.Struct):
@@ -73,26 +46,6 @@ class ChatRequest(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(ChatRequest)
-
-
-def message_text(message: ChatMessage) -> str:
-    """A message as plain text: its content blocks, then one [name(args)] per tool call."""
-    content = message.content
-    if content is None:
-        text = ""
-    elif isinstance(content, str):
-        text = content
-    else:
-        parts = []
-        for block in content:
-            if block.type == "text" and block.text is not None:
-                parts.append(block.text)
-            elif block.type == "image_url" and block.image_url and block.image_url.url:
-                parts.append(f"image: {block.image_url.url}")
-        text = "\n".join(parts)
-    for call in message.tool_calls or ():
-        text += f"[{call.function.name}({call.function.arguments})]"
-    return text
 
 
 def _validate(body: ChatRequest) -> int | None:
@@ -124,7 +77,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     request_id = ctx.request_id(request)
     model = ctx.resolve_model(body.model)
     max_tokens = _validate(body)
-    turns = [ChatTurn(m.role, message_text(m), m.tool_call_id) for m in body.messages]
+    turns = read_conversation(body.messages).turns
     token_ids = ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns))
     echo_text = turns[-1].text if turns else ""
     generation = GenerationRequest(
@@ -135,6 +88,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         max_tokens=max_tokens,
         ignore_eos=bool(body.ignore_eos),
         arrival_time=unix_now(),
+        with_image=ctx.images.wants_image(request),
         max_tokens_field="max_completion_tokens"
         if body.max_completion_tokens is not None
         else "max_tokens",
@@ -163,12 +117,22 @@ def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[s
 
 def _choice(seq: Sequence, top: int) -> dict[str, Any]:
     pieces = seq.output_pieces
+    content: str | list[dict[str, object]] = "".join(pieces)
+    if seq.request.with_image:
+        content = [{"type": "text", "text": content}, image_block()]
     return {
         "index": seq.index,
-        "message": {"role": "assistant", "content": "".join(pieces)},
+        "message": {"role": "assistant", "content": content},
         "logprobs": chat_logprobs(pieces, 0, top) if top >= 0 else None,
         "finish_reason": seq.finish_reason,
     }
+
+
+_IMAGE_DELTA = msgspec.json.encode({"content": [image_block()]})
+
+
+def _text_block_delta(piece: str) -> bytes:
+    return b'{"content":[{"type":"text","text":' + json_str(piece) + b"}]}"
 
 
 class ChatChunks:
@@ -210,6 +174,12 @@ class ChatChunks:
 
     def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
         pieces = seq.output_pieces
+        if seq.request.with_image:
+            # An omni answer streams its text as content blocks.
+            return b"".join(
+                self._chunk(seq, _text_block_delta(pieces[i]), self._logprobs(pieces, i), b"null")
+                for i in range(start, end)
+            )
         if self._top < 0:
             head = self._head + str(seq.index).encode() + b',"delta":{"content":'
             tail = b'},"logprobs":null,"finish_reason":null}],"usage":null}\n\n'
@@ -224,8 +194,18 @@ class ChatChunks:
             for i in range(start, end)
         )
 
+    def _logprobs(self, pieces: list[str], i: int) -> bytes:
+        if self._top < 0:
+            return b"null"
+        return msgspec.json.encode(chat_logprobs([pieces[i]], i, self._top))
+
     def finish(self, seq: Sequence) -> bytes:
-        return self._chunk(seq, b"{}", b"null", json_str(seq.finish_reason or "stop"))
+        done = self._chunk(seq, b"{}", b"null", json_str(seq.finish_reason or "stop"))
+        if not seq.request.with_image:
+            return done
+        image = self._chunk(seq, _IMAGE_DELTA, b"null", b"null")
+        # The image chunk names its modality beside the choices, as omni servers do.
+        return image.replace(b'"usage":null}', b'"usage":null,"modality":"image"}', 1) + done
 
     def closing(self, stream: RequestStream) -> bytes:
         return closing_events(

@@ -12,6 +12,7 @@ from typing import TypeVar
 import msgspec
 
 from vllm_sim.api.failures import FailureInjector
+from vllm_sim.api.omni import ImageEmission
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.sequence import RequestStream
@@ -61,6 +62,7 @@ class ApiContext:
         echo_request_id: bool,
         mode: str,
         failures: FailureInjector,
+        images: ImageEmission,
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
@@ -73,6 +75,7 @@ class ApiContext:
         self.echo_request_id = echo_request_id
         self.mode = mode
         self.failures = failures
+        self.images = images
         self._served = frozenset(served_model_names)
 
     def resolve_model(self, name: str | None) -> str:
@@ -99,22 +102,24 @@ class ApiContext:
         return [*self.pod_headers, (b"x-request-id", request_id.encode())]
 
 
-def decode_body(body: bytes, decoder: msgspec.json.Decoder[T]) -> T:
+def decode_body(
+    body: bytes, decoder: msgspec.json.Decoder[T], prefix: str = PARSE_ERROR_PREFIX
+) -> T:
     """Decodes and type-checks a JSON body; a 400 naming the offending field otherwise."""
     try:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:
         deduplicated = _last_key_wins(body)
         if deduplicated is not None:
-            return decode_body(deduplicated, decoder)
+            return decode_body(deduplicated, decoder, prefix)
         text = str(exc)
         match = _PATH.search(text)
         param = match.group(1) if match else None
-        raise RequestError(400, PARSE_ERROR_PREFIX + text, param=param) from None
+        raise RequestError(400, prefix + text, param=param) from None
     except msgspec.DecodeError as exc:
-        raise RequestError(400, PARSE_ERROR_PREFIX + str(exc)) from None
+        raise RequestError(400, prefix + str(exc)) from None
     except RecursionError:
-        raise RequestError(400, PARSE_ERROR_PREFIX + "JSON is nested too deeply") from None
+        raise RequestError(400, prefix + "JSON is nested too deeply") from None
 
 
 def _last_key_wins(body: bytes) -> bytes | None:

@@ -198,15 +198,22 @@ class Engine:
                 if total - seq.emitted > 1:
                     self.observer.inter_tokens(seq, 0.0, total - seq.emitted - 1)
                 seq.emitted = total
+                deadline += self._tail(seq, latency)
                 continue
             seq.emitted += 1
             if seq.emitted >= total:
+                deadline += self._tail(seq, latency)
                 continue
             delay = latency.inter_token_latency(self.load())
             seq.itl_delays += delay
             self.observer.inter_tokens(seq, delay, 1)
             deadline += delay
         self._schedule(seq, deadline)
+
+    @staticmethod
+    def _tail(seq: Sequence, latency: LatencyModel) -> float:
+        """Time between the last token and the end: an omni model's image, if any."""
+        return latency.time_to_generate_image() if seq.request.with_image else 0.0
 
     def _schedule(self, seq: Sequence, deadline: float) -> None:
         seq.deadline = deadline

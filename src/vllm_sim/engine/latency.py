@@ -34,6 +34,8 @@ class LatencySettings:
     kv_transfer_per_token_std: int = 0
     time_factor_under_load: float = 1.0
     max_num_seqs: int = 1
+    image: int = 0  # omni: time to generate an image after the text
+    image_std: int = 0
 
 
 def sample_ms(rng: random.Random, mean_ns: int, std_ns: int) -> int:
@@ -95,6 +97,11 @@ class LatencyModel:
             mean = int(s.prefill_overhead * factor) + uncached * int(s.prefill_per_token * factor)
             return sample_ms(self._rng, mean, s.prefill_std) / 1000
         return sample_ms(self._rng, int(s.ttft * factor), s.ttft_std) / 1000
+
+    def time_to_generate_image(self) -> float:
+        """Seconds an omni model spends on an image after its last token (not load-scaled)."""
+        s = self._s
+        return sample_ms(self._rng, s.image, s.image_std) / 1000
 
     def inter_token_latency(self, running: int) -> float:
         s = self._s

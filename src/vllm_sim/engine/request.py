@@ -31,6 +31,7 @@ class GenerationRequest:
     do_remote_prefill: bool = False
     do_remote_decode: bool = False
     lora: str | None = None  # adapter name when the request targets a LoRA
+    with_image: bool = False  # omni: an image follows the text
     arrival_time: float = 0.0  # wall clock (time.time()) when the request arrived
     # Param named in a context-length error (the field that carried max_tokens, if any).
     max_tokens_field: str = "max_tokens"

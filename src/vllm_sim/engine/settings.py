@@ -31,4 +31,6 @@ def latency_from_config(cfg: Config) -> LatencySettings:
         kv_transfer_per_token_std=cfg.kv_cache_transfer_time_std_dev,
         time_factor_under_load=cfg.time_factor_under_load,
         max_num_seqs=cfg.max_num_seqs,
+        image=cfg.time_to_generate_image,
+        image_std=cfg.time_to_generate_image_std_dev,
     )

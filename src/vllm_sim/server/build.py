@@ -12,6 +12,7 @@ from vllm_sim.api.admin import RuntimeControl
 from vllm_sim.api.common import ApiContext, RequestIds
 from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.health import Readiness
+from vllm_sim.api.omni import ImageEmission
 from vllm_sim.config import Config, FakeMetrics
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
@@ -58,6 +59,7 @@ def build_instance(cfg: Config, port: int) -> Instance:
     content = ContentSource(cfg.mode, tokenizer, rng)
     engine = Engine(limits_from_config(cfg), latency_from_config(cfg), content, rng)
     failures = FailureInjector(cfg.model, rng)
+    images = ImageEmission(cfg.omni, rng)
     ctx = ApiContext(
         engine=engine,
         tokenizer=tokenizer,
@@ -69,6 +71,7 @@ def build_instance(cfg: Config, port: int) -> Instance:
         echo_request_id=cfg.enable_request_id_headers,
         mode=cfg.mode,
         failures=failures,
+        images=images,
     )
     readiness = Readiness(cfg.startup_duration / 1e9)
     metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len)
@@ -81,7 +84,7 @@ def build_instance(cfg: Config, port: int) -> Instance:
         driver = _fake_metrics(metrics, engine, cfg)
         background.append(driver.run)
         on_fake = driver.update
-    control = RuntimeControl(cfg, engine, failures, on_fake)
+    control = RuntimeControl(cfg, engine, failures, images, on_fake)
     routes = build_routes(ctx, metrics.registry, readiness, control)
     app = App(routes, cfg.max_request_body_size_mb * MB)
     return Instance(cfg, port, app, engine, readiness, control, background)

@@ -1,0 +1,52 @@
+"""POST /v1/completions/render and /v1/chat/completions/render: the prompt as tokens.
+
+Nothing is generated, queued or counted; the answer is what the engine would receive.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from vllm_sim.api.common import ApiContext, decode_body
+from vllm_sim.api.completions import parse_prompts
+from vllm_sim.api.messages import ChatMessage, mm_features, read_conversation
+from vllm_sim.engine.errors import RequestError
+from vllm_sim.server.http import AnyResponse, HttpRequest, json_response
+
+
+class CompletionRenderRequest(msgspec.Struct):
+    model: str | None = None
+    prompt: Any = None
+
+
+class ChatRenderRequest(msgspec.Struct):
+    model: str | None = None
+    messages: list[ChatMessage] | None = None
+
+
+_completion_decoder = msgspec.json.Decoder(CompletionRenderRequest)
+_chat_decoder = msgspec.json.Decoder(ChatRenderRequest)
+
+
+async def render_completion(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+    body = decode_body(request.body, _completion_decoder)
+    ctx.resolve_model(body.model)
+    prompts = parse_prompts(body.prompt, ctx.tokenizer)
+    headers = ctx.response_headers(ctx.request_id(request))
+    return json_response([{"token_ids": p.token_ids} for p in prompts], headers=headers)
+
+
+async def render_chat(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+    body = decode_body(request.body, _chat_decoder)
+    ctx.resolve_model(body.model)
+    if not body.messages:
+        raise RequestError(400, "messages must not be empty", "messages")
+    conversation = read_conversation(body.messages)
+    ids, pieces = ctx.tokenizer.tokenize(ctx.tokenizer.render_chat(conversation.turns))
+    answer: dict[str, Any] = {"token_ids": ids}
+    features = mm_features(conversation, ctx.tokenizer, pieces)
+    if features is not None:
+        answer["features"] = features
+    return json_response(answer, headers=ctx.response_headers(ctx.request_id(request)))

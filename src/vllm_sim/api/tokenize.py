@@ -1,0 +1,58 @@
+"""POST /tokenize and /detokenize, shaped as vLLM answers them."""
+
+from __future__ import annotations
+
+import msgspec
+
+from vllm_sim.api.common import ApiContext, decode_body
+from vllm_sim.api.messages import ChatMessage, read_conversation
+from vllm_sim.engine.errors import RequestError
+from vllm_sim.server.http import AnyResponse, HttpRequest, json_response
+
+_MAX_TOKEN_ID = 2**32 - 1
+TOKENIZE_PARSE_PREFIX = "Failed to read and parse tokenize request body, "
+DETOKENIZE_PARSE_PREFIX = "Failed to read and parse detokenize request body, "
+
+
+class TokenizeRequest(msgspec.Struct):
+    model: str | None = None
+    prompt: str | None = None
+    messages: list[ChatMessage] | None = None
+    return_token_strs: bool | None = None
+
+
+class DetokenizeRequest(msgspec.Struct):
+    tokens: list[int]
+    model: str | None = None
+
+
+_tokenize_decoder = msgspec.json.Decoder(TokenizeRequest)
+_detokenize_decoder = msgspec.json.Decoder(DetokenizeRequest)
+
+
+async def tokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+    body = decode_body(request.body, _tokenize_decoder, TOKENIZE_PARSE_PREFIX)
+    if body.prompt and body.messages is not None:
+        raise RequestError(400, "both prompt and messages fields in tokenize request", "prompt")
+    if body.prompt:
+        text = body.prompt
+    else:
+        turns = read_conversation(body.messages or []).turns
+        text = ctx.tokenizer.render_chat(turns) if turns else ""
+    ids, pieces = ctx.tokenizer.tokenize(text)
+    return json_response(
+        {
+            "count": len(ids),
+            "max_model_len": ctx.max_model_len,
+            "tokens": ids,
+            "token_strs": pieces if body.return_token_strs else None,
+        }
+    )
+
+
+async def detokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+    body = decode_body(request.body, _detokenize_decoder, DETOKENIZE_PARSE_PREFIX)
+    for index, token in enumerate(body.tokens):
+        if not 0 <= token <= _MAX_TOKEN_ID:
+            raise RequestError(400, f"token id {token} is out of range", f"tokens[{index}]")
+    return json_response({"prompt": ctx.tokenizer.decode(body.tokens)})
