@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import msgspec
@@ -10,7 +10,7 @@ import msgspec
 from vllm_sim.api.usage import usage_of
 from vllm_sim.engine.errors import RequestAborted, RequestError
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.server.http import HttpRequest, error_body
+from vllm_sim.server.http import BodyWriter, HttpRequest, error_body
 
 
 class ChunkEncoder(Protocol):
@@ -33,13 +33,24 @@ def error_event(error: RequestError) -> bytes:
     return b"data: " + error_body(error) + b"\n\ndata: [DONE]\n\n"
 
 
-async def sse_events(
+def sse_events(
     stream: RequestStream, request: HttpRequest, encoder: ChunkEncoder
-) -> AsyncGenerator[bytes, None]:
-    """Encodes a request's tokens as they are released, until it ends or the client leaves.
+) -> Callable[[BodyWriter], Awaitable[None]]:
+    """The body producer of a streamed request (see StreamingResponse)."""
 
-    This loop runs once per released token of every stream, so it waits on the stream
-    directly rather than through helpers: each extra generator layer costs every token.
+    def produce(write: BodyWriter) -> Awaitable[None]:
+        return _write_events(stream, request, encoder, write)
+
+    return produce
+
+
+async def _write_events(
+    stream: RequestStream, request: HttpRequest, encoder: ChunkEncoder, write: BodyWriter
+) -> None:
+    """Writes a request's tokens as they are released, until it ends or the client leaves.
+
+    This loop runs once per released token of every stream, so it waits on the stream's
+    future directly rather than through helpers: each extra layer costs every token.
     """
     sequences = stream.sequences
     opened = [False] * len(sequences)
@@ -50,7 +61,7 @@ async def sse_events(
             if not stream.has_news():
                 if stop_watching is None:
                     stop_watching = request.on_disconnect(stream.abort)
-                await stream.next_notification()
+                await stream.notification()
                 continue
             parts: list[bytes] = []
             for i, seq in enumerate(sequences):
@@ -64,7 +75,7 @@ async def sse_events(
             elif stream.done:
                 parts.append(encoder.closing(stream))
             if parts:
-                yield b"".join(parts)
+                await write(b"".join(parts))
             if stream.done:
                 return
     finally:

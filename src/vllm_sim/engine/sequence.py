@@ -153,23 +153,23 @@ class RequestStream:
         self._done = True
         self.notify()
 
-    async def next_notification(self) -> None:
-        """Returns at the next notify() (new tokens, an end, a failure)."""
+    def notification(self) -> asyncio.Future[None]:
+        """A future done at the next notify() (new tokens, an end, a failure)."""
         waiter = self._waiter
         if waiter is None:
             waiter = asyncio.get_running_loop().create_future()
             self._waiter = waiter
-        await waiter
+        return waiter
 
     async def wait(self) -> None:
         """Returns once there is something new to encode (or the stream is over)."""
         if not self.has_news():
-            await self.next_notification()
+            await self.notification()
 
     async def wait_done(self) -> None:
         """Returns once every sequence finished or the request failed."""
         while not self._done:
-            await self.next_notification()
+            await self.notification()
 
     def abort(self) -> None:
         """The client left: free every slot and queue place this request holds."""

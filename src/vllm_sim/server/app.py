@@ -140,12 +140,13 @@ async def _send_stream(send: Send, response: StreamingResponse) -> None:
         *response.headers,
     ]
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
-    chunks = response.chunks
+
+    def write(chunk: bytes) -> Awaitable[None]:
+        # Returns send's own awaitable: no extra coroutine frame per chunk.
+        return send({"type": "http.response.body", "body": chunk, "more_body": True})
+
     try:
-        async for chunk in chunks:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await response.produce(write)
     except Exception:
         log.exception("stream failed")
-    finally:
-        await chunks.aclose()
     await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +13,8 @@ from vllm_sim.engine.errors import RequestError
 
 Headers = list[tuple[bytes, bytes]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+BodyWriter = Callable[[bytes], Awaitable[None]]
 
 JSON = b"application/json"
 
@@ -92,9 +94,14 @@ class Response:
 
 @dataclass(slots=True)
 class StreamingResponse:
-    """A response whose body is produced piece by piece (server-sent events)."""
+    """A response whose body is produced piece by piece (server-sent events).
 
-    chunks: AsyncGenerator[bytes, None]
+    `produce(write)` awaits `write(chunk)` for each piece and returns when the body is
+    complete. Pushing through a writer, rather than pulling from an async generator,
+    saves the generator protocol on every token of every stream.
+    """
+
+    produce: Callable[[BodyWriter], Awaitable[None]]
     status: int = 200
     content_type: bytes = b"text/event-stream; charset=utf-8"
     headers: Headers = field(default_factory=list)
