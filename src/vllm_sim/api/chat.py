@@ -17,10 +17,16 @@ from vllm_sim.api.logprobs import chat_logprobs, check_logprobs_count
 from vllm_sim.api.messages import ChatMessage, read_conversation
 from vllm_sim.api.omni import image_block
 from vllm_sim.api.streaming import closing_events, json_str, sse_events
+from vllm_sim.api.tools import (
+    parse_response_format,
+    parse_tool_choice,
+    parse_tools,
+    tool_candidates,
+)
 from vllm_sim.api.usage import usage_of
 from vllm_sim.engine.errors import RequestError
-from vllm_sim.engine.request import GenerationRequest, Prompt
-from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.engine.request import GenerationRequest, JsonPlan, Prompt, ToolPlan
+from vllm_sim.engine.sequence import RequestStream, Sequence, ToolCallOutput
 from vllm_sim.server.http import AnyResponse, HttpRequest, StreamingResponse, json_response
 
 
@@ -40,9 +46,10 @@ class ChatRequest(msgspec.Struct):
     ignore_eos: bool | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = None
-    # Accepted now, acted on by the tool-calling layer.
-    tools: list[Any] | None = None
-    tool_choice: Any = None
+    tools: Any = None
+    # UNSET (absent) means auto; an explicit null is an error, as in the reference.
+    tool_choice: Any | msgspec.UnsetType = msgspec.UNSET
+    response_format: Any = None
 
 
 _decoder = msgspec.json.Decoder(ChatRequest)
@@ -76,6 +83,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     ctx.failures.check(request)
     request_id = ctx.request_id(request)
     model = ctx.resolve_model(body.model)
+    tools = _tool_plan(ctx, body)
     max_tokens = _validate(body)
     turns = read_conversation(body.messages).turns
     token_ids = ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns))
@@ -89,6 +97,8 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         ignore_eos=bool(body.ignore_eos),
         arrival_time=unix_now(),
         with_image=ctx.images.wants_image(request),
+        tools=tools,
+        json_output=_json_plan(body),
         max_tokens_field="max_completion_tokens"
         if body.max_completion_tokens is not None
         else "max_tokens",
@@ -104,6 +114,24 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     return json_response(_completion(stream, f"chatcmpl-{request_id}", model, top), headers=headers)
 
 
+def _tool_plan(ctx: ApiContext, body: ChatRequest) -> ToolPlan | None:
+    """The tools this request may call; every tool is checked even when none may be."""
+    tools = parse_tools(body.tools, ctx.skip_tool_validation)
+    choice = parse_tool_choice(body.tool_choice)
+    candidates = tool_candidates(tools, choice)
+    if not candidates:
+        return None
+    forced = choice.mode in ("required", "named")
+    return ToolPlan(tuple((tool.name, tool.parameters) for tool in candidates), forced)
+
+
+def _json_plan(body: ChatRequest) -> JsonPlan | None:
+    response_format = parse_response_format(body.response_format)
+    if response_format is None or response_format.kind == "text":
+        return None
+    return JsonPlan(response_format.schema)
+
+
 def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[str, Any]:
     return {
         "id": rid,
@@ -116,6 +144,8 @@ def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[s
 
 
 def _choice(seq: Sequence, top: int) -> dict[str, Any]:
+    if seq.tool_calls is not None:
+        return _tool_call_choice(seq, seq.tool_calls)
     pieces = seq.output_pieces
     content: str | list[dict[str, object]] = "".join(pieces)
     if seq.request.with_image:
@@ -128,7 +158,44 @@ def _choice(seq: Sequence, top: int) -> dict[str, Any]:
     }
 
 
+def _tool_call_choice(seq: Sequence, calls: list[ToolCallOutput]) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": [image_block()] if seq.request.with_image else None,
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in calls
+        ],
+    }
+    return {
+        "index": seq.index,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": seq.finish_reason,
+    }
+
+
 _IMAGE_DELTA = msgspec.json.encode({"content": [image_block()]})
+
+
+def _tool_call_delta(calls: list[ToolCallOutput], i: int, piece: str) -> bytes:
+    """One argument token of a call; its first also names the call, as the OpenAI SDK's
+    stream helper expects (it concatenates repeated string fields)."""
+    index = next(k for k, call in enumerate(calls) if call.start <= i < call.end)
+    call = calls[index]
+    entry: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
+    if i == call.start:
+        entry = {
+            "index": index,
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": piece},
+        }
+    return msgspec.json.encode({"tool_calls": [entry]})
 
 
 def _text_block_delta(piece: str) -> bytes:
@@ -174,6 +241,11 @@ class ChatChunks:
 
     def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
         pieces = seq.output_pieces
+        if seq.tool_calls is not None:
+            return b"".join(
+                self._chunk(seq, _tool_call_delta(seq.tool_calls, i, pieces[i]), b"null", b"null")
+                for i in range(start, end)
+            )
         if seq.request.with_image:
             # An omni answer streams its text as content blocks.
             return b"".join(

@@ -63,6 +63,7 @@ class ApiContext:
         mode: str,
         failures: FailureInjector,
         images: ImageEmission,
+        skip_tool_validation: bool = False,
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
@@ -76,6 +77,7 @@ class ApiContext:
         self.mode = mode
         self.failures = failures
         self.images = images
+        self.skip_tool_validation = skip_tool_validation
         self._served = frozenset(served_model_names)
 
     def resolve_model(self, name: str | None) -> str:

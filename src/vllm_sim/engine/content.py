@@ -1,13 +1,25 @@
-"""What a sequence says: echo of its prompt, or random sentences of a sampled length."""
+"""What a sequence says: tool calls, JSON for a schema, an echo of its prompt, or random
+sentences of a sampled length."""
 
 from __future__ import annotations
 
 import random
 from typing import TYPE_CHECKING
 
+from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.generation.echo import echo_token_ids, echo_tokens
 from vllm_sim.engine.generation.lengths import response_length
 from vllm_sim.engine.generation.sentences import SentenceBank
+from vllm_sim.engine.generation.toolcalls import (
+    SynthesisError,
+    SynthesisSettings,
+    arguments_json,
+    call_count,
+    pick_tools,
+    synthesize,
+)
+from vllm_sim.engine.request import JsonPlan, ToolPlan
+from vllm_sim.engine.sequence import ToolCallOutput
 from vllm_sim.engine.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -18,20 +30,41 @@ RANDOM = "random"
 
 FINISH_STOP = "stop"
 FINISH_LENGTH = "length"
+FINISH_TOOL_CALLS = "tool_calls"
+TOOL_CALL_OVERHEAD = 3  # usage tokens per call beyond its arguments (the reference's count)
+# `json_object` without a schema: an object with one answer, as a JSON-mode model gives.
+_ANY_OBJECT = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+}
 
 
 class ContentSource:
     """Fills a sequence's output tokens and finish reason when it starts running."""
 
-    def __init__(self, mode: str, tokenizer: Tokenizer, rng: random.Random) -> None:
+    def __init__(
+        self,
+        mode: str,
+        tokenizer: Tokenizer,
+        rng: random.Random,
+        synthesis: SynthesisSettings | None = None,
+    ) -> None:
         self.mode = mode
+        self.synthesis = synthesis or SynthesisSettings()
         self.tokenizer = tokenizer
         self._rng = rng
         # Tokenized once at startup: random text is then only list slicing per request.
         self._bank = SentenceBank(tokenizer)
 
     def generate(self, seq: Sequence, max_model_len: int) -> None:
+        """Raises RequestError when a schema cannot be satisfied."""
         request = seq.request
+        if request.tools is not None and self._tool_calls(seq, request.tools):
+            return
+        if request.json_output is not None:
+            self._json(seq, request.json_output, max_model_len)
+            return
         if self.mode == ECHO:
             self._echo(seq)
             return
@@ -53,3 +86,45 @@ class ContentSource:
         max_tokens = seq.request.max_tokens
         long_enough = max_tokens is not None and len(seq.output_ids) >= max_tokens
         seq.finish_reason = FINISH_LENGTH if long_enough else FINISH_STOP
+
+    def _tool_calls(self, seq: Sequence, plan: ToolPlan) -> bool:
+        """Fills the sequence with tool calls; False when it is to answer in text."""
+        rng = self._rng
+        count = call_count(rng, len(plan.tools), plan.forced, self.synthesis)
+        if count == 0:
+            return False
+        schemas = dict(plan.tools)
+        calls: list[ToolCallOutput] = []
+        ids: list[int] = []
+        pieces: list[str] = []
+        for name in pick_tools(rng, [name for name, _ in plan.tools], count):
+            arguments = arguments_json(self._synthesize(schemas[name], f"tool '{name}'"))
+            call_ids, call_pieces = self.tokenizer.tokenize(arguments)
+            call_id = f"chatcmpl-tool-{rng.randrange(10**10):010d}"
+            calls.append(
+                ToolCallOutput(call_id, name, arguments, len(ids), len(ids) + len(call_ids))
+            )
+            ids += call_ids
+            pieces += call_pieces
+        seq.output_ids, seq.output_pieces = ids, pieces
+        seq.tool_calls = calls
+        seq.call_starts = frozenset(call.start for call in calls[1:])
+        seq.extra_completion_tokens = TOOL_CALL_OVERHEAD * count
+        seq.finish_reason = FINISH_TOOL_CALLS
+        return True
+
+    def _json(self, seq: Sequence, plan: JsonPlan, max_model_len: int) -> None:
+        value = self._synthesize(plan.schema or _ANY_OBJECT, "response_format")
+        ids, pieces = self.tokenizer.tokenize(arguments_json(value))
+        limit = seq.request.max_tokens or max_model_len - seq.prompt_tokens
+        # Like a real model, a JSON answer that does not fit is cut off, mid-value.
+        seq.finish_reason = FINISH_LENGTH if len(ids) > limit else FINISH_STOP
+        seq.output_ids, seq.output_pieces = ids[:limit], pieces[:limit]
+
+    def _synthesize(self, schema: object, what: str) -> object:
+        if not isinstance(schema, dict):
+            raise RequestError(400, f"{what}: the schema must be an object")
+        try:
+            return synthesize(self._rng, schema, self.synthesis)
+        except SynthesisError as error:
+            raise RequestError(400, f"cannot generate a value for {what}: {error}") from None

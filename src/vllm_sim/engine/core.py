@@ -195,8 +195,9 @@ class Engine:
             latency = seq.latency
             if latency.settings.itl == 0:
                 # No decode delay: the rest is due at once; each gap is still a step.
-                if total - seq.emitted > 1:
-                    self.observer.inter_tokens(seq, 0.0, total - seq.emitted - 1)
+                gaps = total - seq.emitted - 1 - sum(1 for i in seq.call_starts if i > seq.emitted)
+                if gaps > 0:
+                    self.observer.inter_tokens(seq, 0.0, gaps)
                 seq.emitted = total
                 deadline += self._tail(seq, latency)
                 continue
@@ -204,6 +205,8 @@ class Engine:
             if seq.emitted >= total:
                 deadline += self._tail(seq, latency)
                 continue
+            if seq.emitted in seq.call_starts:
+                continue  # a new tool call starts with no decode step before it
             delay = latency.inter_token_latency(self.load())
             seq.itl_delays += delay
             self.observer.inter_tokens(seq, delay, 1)

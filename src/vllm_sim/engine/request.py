@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -12,6 +14,21 @@ class Prompt:
     token_ids: list[int]
     # Echo mode repeats this text; None means "echo the token ids" (pre-tokenized prompts).
     echo_text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPlan:
+    """The tools a sequence may call, each as (name, JSON Schema of its arguments)."""
+
+    tools: tuple[tuple[str, Mapping[str, Any]], ...]
+    forced: bool  # `required` or a named tool: at least one call
+
+
+@dataclass(frozen=True, slots=True)
+class JsonPlan:
+    """Structured output: the content is JSON matching `schema` (None: any JSON object)."""
+
+    schema: Mapping[str, Any] | None
 
 
 @dataclass(slots=True)
@@ -32,6 +49,8 @@ class GenerationRequest:
     do_remote_decode: bool = False
     lora: str | None = None  # adapter name when the request targets a LoRA
     with_image: bool = False  # omni: an image follows the text
+    tools: ToolPlan | None = None
+    json_output: JsonPlan | None = None
     arrival_time: float = 0.0  # wall clock (time.time()) when the request arrived
     # Param named in a context-length error (the field that carried max_tokens, if any).
     max_tokens_field: str = "max_tokens"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vllm_sim.engine.errors import RequestAborted, RequestError
@@ -21,13 +22,26 @@ class SeqState(enum.Enum):
     ABORTED = "aborted"
 
 
+@dataclass(frozen=True, slots=True)
+class ToolCallOutput:
+    """One generated tool call: its output tokens are [start, end) of the sequence's."""
+
+    id: str
+    name: str
+    arguments: str
+    start: int
+    end: int
+
+
 class Sequence:
     """Mutable state of one sequence, read by the protocol encoders as tokens appear."""
 
     __slots__ = (
         "cached_tokens",
+        "call_starts",
         "deadline",
         "emitted",
+        "extra_completion_tokens",
         "finish_reason",
         "index",
         "itl_delays",
@@ -45,6 +59,7 @@ class Sequence:
         "t_first_token",
         "t_started",
         "t_submitted",
+        "tool_calls",
         "ttft",
         "uid",
         "waited",
@@ -73,6 +88,10 @@ class Sequence:
         self.sent = 0  # tokens the protocol encoder has already written
         self.finish_reason: str | None = None
         self.cached_tokens = 0
+        self.tool_calls: list[ToolCallOutput] | None = None
+        # Token indices that open a later tool call: they follow without a decode step.
+        self.call_starts: frozenset[int] = frozenset()
+        self.extra_completion_tokens = 0  # counted in usage but never streamed
         self.deadline = 0.0
         self.ttft = 0.0  # sampled time to first token, seconds
         self.itl_delays = 0.0  # sum of sampled inter-token delays, seconds
@@ -95,7 +114,7 @@ class Sequence:
 
     @property
     def completion_tokens(self) -> int:
-        return len(self.output_ids)
+        return len(self.output_ids) + self.extra_completion_tokens
 
     @property
     def finished(self) -> bool:

@@ -16,6 +16,7 @@ from vllm_sim.api.omni import ImageEmission
 from vllm_sim.config import Config, FakeMetrics
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
+from vllm_sim.engine.generation.toolcalls import SynthesisSettings
 from vllm_sim.engine.settings import latency_from_config, limits_from_config
 from vllm_sim.engine.stats import MetricsRecorder
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
@@ -56,7 +57,7 @@ def pod_headers(cfg: Config, port: int) -> Headers:
 def build_instance(cfg: Config, port: int) -> Instance:
     rng = random.Random(cfg.seed)
     tokenizer = SimulatedTokenizer()
-    content = ContentSource(cfg.mode, tokenizer, rng)
+    content = ContentSource(cfg.mode, tokenizer, rng, SynthesisSettings.from_config(cfg))
     engine = Engine(limits_from_config(cfg), latency_from_config(cfg), content, rng)
     failures = FailureInjector(cfg.model, rng)
     images = ImageEmission(cfg.omni, rng)
@@ -72,6 +73,7 @@ def build_instance(cfg: Config, port: int) -> Instance:
         mode=cfg.mode,
         failures=failures,
         images=images,
+        skip_tool_validation=cfg.skip_tool_validation,
     )
     readiness = Readiness(cfg.startup_duration / 1e9)
     metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len)
