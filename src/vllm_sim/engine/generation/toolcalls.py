@@ -23,11 +23,19 @@ the reference and aims for output that VALIDATES against the schema (JSON Schema
 - `pattern`: literals, `.`, classes (`[A-Z]`, `[^...]`, `\\d`, `\\w`, `\\s`, ...), groups,
   alternation, quantifiers and anchors. Every generated string is checked with `re.search`;
   a pattern that cannot be satisfied (backreferences, lookarounds, conflicting lengths)
-  raises `SynthesisError` instead of producing a string that does not match.
+  raises `SynthesisError` instead of producing a string that does not match. A formatted
+  string is used when it also matches the pattern; otherwise the pattern wins over `format`;
+- `enum` values that the rest of the schema rejects (type, bounds, lengths, pattern) are
+  skipped; an integer `multipleOf` 0.5 draws integers; a float multiple is accepted only
+  when `value / multipleOf` is integral, the check validators such as `jsonschema` make.
 
 Not supported, and silently ignored: `not`, `if`/`then`/`else`, `contains`,
 `patternProperties`, `propertyNames`, `dependentSchemas`, `unevaluated*`, `$dynamicRef`,
-unknown formats (they are annotations) and references outside the root schema (these raise).
+unknown formats (they are annotations). Raised as `SynthesisError`: a `$ref` outside the root
+schema or to an anchor, an empty schema `{}` with no type (as in the reference),
+contradictions (`minimum` above `maximum`, disjoint allOf types, ...). Best effort only: a
+`oneOf` whose branches overlap everywhere (`[{"type": "boolean"}, {"type": "boolean"}]`)
+and a `pattern` whose strings can never have the `format`.
 """
 
 from __future__ import annotations
@@ -103,7 +111,8 @@ _MAX_REF_DEPTH: Final = 64  # a recursion that still has not ended here never wi
 _MAX_FLATTEN_STEPS: Final = 256  # bounds `$ref` chains that never reach a real schema
 _COST_BUDGET: Final = 4  # how deep the static cost estimate looks
 _ONE_OF_ATTEMPTS: Final = 8
-_UNIQUE_ATTEMPTS: Final = 10
+_UNIQUE_ATTEMPTS: Final = 10  # per optional element, before the array is shortened
+_UNIQUE_ATTEMPTS_NEEDED: Final = 200  # per element that minItems requires
 _NUMBER_ATTEMPTS: Final = 20
 _PATTERN_ATTEMPTS: Final = 64
 _REPEAT_SPREAD: Final = 4  # extra repetitions of `*`, `+`, `{n,}` beyond the minimum
@@ -414,12 +423,16 @@ class _Synthesizer:
         step = schema.get("multipleOf")
         if step is None:
             return self._rng.randint(lo, hi)
-        if isinstance(step, int) and not isinstance(step, bool) and step > 0:
-            return self._int_multiple(step, lo, hi, low_bound, high_bound, ctx)
-        value = self._multiple(schema, lo, hi, ctx)
-        if not float(value).is_integer():
-            raise _fail(f"no integer is a multiple of {step!r}", ctx)
-        return int(value)
+        if isinstance(step, bool) or not isinstance(step, int | float) or step <= 0:
+            raise _fail(f"multipleOf must be a positive number, got {step!r}", ctx)
+        if float(step).is_integer():
+            return self._int_multiple(int(step), lo, hi, low_bound, high_bound, ctx)
+        # A fractional step (0.5): draw integers and keep one the validators accept.
+        for _ in range(_NUMBER_ATTEMPTS):
+            value = self._rng.randint(lo, hi)
+            if float(value / step).is_integer():
+                return value
+        raise _fail(f"no integer in [{lo}, {hi}] is a multiple of {step!r}", ctx)
 
     def _int_multiple(
         self, step: int, lo: int, hi: int, low: int | None, high: int | None, ctx: _Ctx
@@ -471,15 +484,19 @@ class _Synthesizer:
         if max_len is not None and min_len > max_len:
             raise _fail(f"minLength ({min_len}) is greater than maxLength ({max_len})", ctx)
         patterns = [p for p in (schema.get("pattern"), *schema.get(_PATTERNS_KEY, ())) if p]
-        if patterns:
-            return self._pattern_string(patterns, min_len, max_len, ctx)
         fmt = schema.get("format")
         maker = _FORMATS.get(fmt) if isinstance(fmt, str) else None
         if maker is not None:
             text = maker(self._rng)
-            if len(text) < min_len or (max_len is not None and len(text) > max_len):
+            fits = min_len <= len(text) and (max_len is None or len(text) <= max_len)
+            # With a pattern too, a formatted string that also matches it satisfies both;
+            # otherwise the pattern wins (we cannot generate for pattern and format at once).
+            if fits and all(_searches(p, text) for p in patterns):
+                return text
+            if not patterns:
                 raise _fail(f"a {fmt} string cannot have length {min_len}..{max_len}", ctx)
-            return text
+        if patterns:
+            return self._pattern_string(patterns, min_len, max_len, ctx)
         return _fit_length(self._rng.choice(WORDS), min_len, max_len)
 
     def _pattern_string(
@@ -493,17 +510,26 @@ class _Synthesizer:
             tree = _parse_pattern(patterns[0])
         except _PatternUnsupported as exc:
             raise _fail(f"cannot generate for pattern {patterns[0]!r}: {exc}", ctx) from None
-        boost = 0  # shifts the repeat counts of unbounded quantifiers towards the length
+        # `boost` shifts the repeat counts of unbounded quantifiers; a bisection between
+        # "too short" and "too long" boosts homes in on the length constraints.
+        boost, low, high = 0, -_REPEAT_SPREAD, max(_REPEAT_SPREAD, min_len)
         for _ in range(_PATTERN_ATTEMPTS):
             parts: list[str] = []
             _emit(tree, self._rng, parts, boost)
             text = "".join(parts)
             if len(text) < min_len:
-                boost += 1 + (min_len - len(text)) // 2
+                # An unanchored pattern ("x") matches inside a longer string: pad it.
+                padded = _fit_length(text + self._rng.choice(WORDS), min_len, max_len)
+                if len(padded) >= min_len and all(c.search(padded) for c in compiled):
+                    return padded
+                low = boost + 1
+                high = max(high, 2 * low)
             elif max_len is not None and len(text) > max_len:
-                boost -= 1 + (len(text) - max_len) // 2
+                high = max(boost - 1, -_REPEAT_SPREAD)
+                low = min(low, high)
             elif all(c.search(text) for c in compiled):
                 return text
+            boost = (low + high) // 2
         raise _fail(f"cannot generate a string matching pattern {patterns[0]!r}", ctx)
 
     def _array(self, schema: Mapping[str, Any], ctx: _Ctx) -> list[Any]:
@@ -536,7 +562,8 @@ class _Synthesizer:
                 sub, item_ctx = items, ctx.child(".items")
             value = self.generate(sub, item_ctx)
             if unique:
-                for _ in range(_UNIQUE_ATTEMPTS):
+                needed = index < (min_items or 0)
+                for _ in range(_UNIQUE_ATTEMPTS_NEEDED if needed else _UNIQUE_ATTEMPTS):
                     if _canonical(value) not in seen:
                         break
                     value = self.generate(sub, item_ctx)
@@ -596,31 +623,32 @@ class _Synthesizer:
         optional: list[str],
         ctx: _Ctx,
     ) -> list[str]:
-        dependent = schema.get("dependentRequired")
-        if isinstance(dependent, Mapping):
-            index = 0
-            while index < len(chosen):  # a closure: dependencies may have dependencies
-                for name in dependent.get(chosen[index], ()):
-                    if name not in chosen:
-                        chosen.append(name)
-                index += 1
+        raw = schema.get("dependentRequired")
+        dependent: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+
+        def closure(names: list[str]) -> list[str]:
+            result = list(names)
+            for name in result:  # grows while iterating: dependencies may have dependencies
+                result.extend(d for d in dependent.get(name, ()) if d not in result)
+            return result
+
+        chosen = closure(chosen)
         most = _length(schema, "maxProperties", ctx)
-        if most is not None and len(chosen) > most:
-            needed = set(required)
-            if isinstance(dependent, Mapping):
-                for name in required:
-                    needed.update(dependent.get(name, ()))
-            droppable = [name for name in reversed(chosen) if name not in needed]
-            for name in droppable[: len(chosen) - most]:
-                chosen.remove(name)
-            if len(chosen) > most:
+        while most is not None and len(chosen) > most:
+            # Drop the last optional property that no other chosen property depends on.
+            needed = {d for name in chosen for d in dependent.get(name, ())}
+            droppable = [n for n in chosen if n not in required and n not in needed]
+            if not droppable:
                 raise _fail(f"more than maxProperties ({most}) properties are required", ctx)
+            chosen.remove(droppable[-1])
         least = _length(schema, "minProperties", ctx) or 0
         for name in optional:
             if len(chosen) >= least:
                 break
             if name not in chosen:
-                chosen.append(name)
+                grown = closure([*chosen, name])
+                if most is None or len(grown) <= most:
+                    chosen = grown
         if len(chosen) < least:
             raise _fail(f"cannot generate minProperties ({least}) declared properties", ctx)
         return chosen
@@ -891,14 +919,11 @@ def _schema_list(schema: Mapping[str, Any], key: str, ctx: _Ctx) -> list[Any]:
 
 
 def _enum_values(enum: list[Any], schema: Mapping[str, Any], ctx: _Ctx) -> list[Any]:
-    raw = schema.get("type")
-    if raw is None:
-        return enum
-    types = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
-    # Valid tool schemas only hold matching values, so this keeps the reference's draw.
-    values = [v for v in enum if any(_is_type(v, t) for t in types)]
+    # Values the rest of the schema would reject (wrong type, out of bounds, too long) are
+    # skipped; valid tool schemas hold none, so the reference's uniform draw is unchanged.
+    values = [v for v in enum if _matches_scalar_keywords(v, schema)]
     if not values:
-        raise _fail(f"no enum value has type {raw}", ctx)
+        raise _fail(f"no enum value satisfies the schema (type {schema.get('type')})", ctx)
     return values
 
 
@@ -1021,18 +1046,27 @@ def _matches_scalar_keywords(value: Any, schema: Mapping[str, Any]) -> bool:
     if isinstance(enum, list) and _canonical(value) not in {_canonical(v) for v in enum}:
         return False
     if isinstance(value, int | float) and not isinstance(value, bool):
+        step = schema.get("multipleOf")
+        if isinstance(step, int | float) and not isinstance(step, bool) and step > 0:
+            # The way validators check it: exact for integers, quotient for floats.
+            multiple = value % step == 0 if isinstance(step, int) else (value / step).is_integer()
+            if not multiple:
+                return False
         return _number_ok(value, {k: v for k, v in schema.items() if _is_bound(k, v)})
     if isinstance(value, str):
         if not _within(len(value), schema.get("minLength"), schema.get("maxLength")):
             return False
         patterns = [schema.get("pattern"), *schema.get(_PATTERNS_KEY, ())]
-        for pattern in patterns:
-            try:
-                if isinstance(pattern, str) and not re.search(pattern, value):
-                    return False
-            except re.error:
-                continue
+        return all(_searches(p, value) for p in patterns if isinstance(p, str))
     return True
+
+
+def _searches(pattern: Any, text: str) -> bool:
+    """`re.search`, as validators apply `pattern`; a broken pattern counts as a match."""
+    try:
+        return re.search(pattern, text) is not None
+    except (re.error, TypeError):
+        return True
 
 
 def _is_bound(key: str, value: Any) -> bool:
