@@ -13,10 +13,10 @@ from vllm_sim.api.common import (
     unix_now,
     wait_for_result,
 )
+from vllm_sim.api.conversation import ChatMessage, read_conversation
 from vllm_sim.api.logprobs import chat_logprobs, check_logprobs_count
-from vllm_sim.api.messages import ChatMessage, read_conversation
 from vllm_sim.api.omni import image_block
-from vllm_sim.api.streaming import closing_events, json_str, sse_events
+from vllm_sim.api.streaming import OpenAIStreamErrors, closing_events, json_str, sse_events
 from vllm_sim.api.tools import (
     parse_response_format,
     parse_tool_choice,
@@ -164,7 +164,7 @@ def _tool_call_choice(seq: Sequence, calls: list[ToolCallOutput]) -> dict[str, A
         "content": [image_block()] if seq.request.with_image else None,
         "tool_calls": [
             {
-                "id": call.id,
+                "id": TOOL_CALL_PREFIX + call.id,
                 "type": "function",
                 "function": {"name": call.name, "arguments": call.arguments},
             }
@@ -179,6 +179,7 @@ def _tool_call_choice(seq: Sequence, calls: list[ToolCallOutput]) -> dict[str, A
     }
 
 
+TOOL_CALL_PREFIX = "chatcmpl-tool-"
 _IMAGE_DELTA = msgspec.json.encode({"content": [image_block()]})
 
 
@@ -191,7 +192,7 @@ def _tool_call_delta(calls: list[ToolCallOutput], i: int, piece: str) -> bytes:
     if i == call.start:
         entry = {
             "index": index,
-            "id": call.id,
+            "id": TOOL_CALL_PREFIX + call.id,
             "type": "function",
             "function": {"name": call.name, "arguments": piece},
         }
@@ -202,7 +203,7 @@ def _text_block_delta(piece: str) -> bytes:
     return b'{"content":[{"type":"text","text":' + json_str(piece) + b"}]}"
 
 
-class ChatChunks:
+class ChatChunks(OpenAIStreamErrors):
     """Chat completion chunks, spliced from precomputed bytes around each token."""
 
     def __init__(

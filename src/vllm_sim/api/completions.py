@@ -15,7 +15,7 @@ from vllm_sim.api.common import (
     wait_for_result,
 )
 from vllm_sim.api.logprobs import check_logprobs_count, completion_logprobs
-from vllm_sim.api.streaming import closing_events, json_str, sse_events
+from vllm_sim.api.streaming import OpenAIStreamErrors, closing_events, json_str, sse_events
 from vllm_sim.api.usage import usage_of
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.request import GenerationRequest, Prompt
@@ -139,7 +139,7 @@ def _choice(seq: Sequence, top: int) -> dict[str, Any]:
     }
 
 
-class CompletionChunks:
+class CompletionChunks(OpenAIStreamErrors):
     """Text completion chunks: no role chunk, one token per chunk, a finish chunk."""
 
     def __init__(

@@ -46,6 +46,11 @@ def chat_logprobs(pieces: list[str], start: int, top: int) -> dict[str, Any]:
     return {"content": [chat_entry(p, start + i, top) for i, p in enumerate(pieces)]}
 
 
+def response_logprobs(pieces: list[str], start: int, top: int) -> list[dict[str, Any]]:
+    """The Responses API shape: a list of entries like chat's (first token at `start`)."""
+    return [chat_entry(p, start + i, top) for i, p in enumerate(pieces)]
+
+
 def completion_logprobs(pieces: list[str], start: int, top: int, offset: int) -> dict[str, Any]:
     """The legacy completions shape: parallel lists and one top-N map per token."""
     offsets = []

@@ -11,7 +11,7 @@ import msgspec
 
 from vllm_sim.api.common import ApiContext, decode_body
 from vllm_sim.api.completions import parse_prompts
-from vllm_sim.api.messages import ChatMessage, mm_features, read_conversation
+from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.server.http import AnyResponse, HttpRequest, json_response
 

@@ -28,9 +28,24 @@ class ChunkEncoder(Protocol):
     def closing(self, stream: RequestStream) -> bytes:
         """Sent once at the end of a successful stream (usage, [DONE])."""
 
+    def error(self, error: RequestError) -> bytes:
+        """Sent instead of the closing when the request fails after the stream began."""
+
 
 def error_event(error: RequestError) -> bytes:
     return b"data: " + error_body(error) + b"\n\ndata: [DONE]\n\n"
+
+
+class OpenAIStreamErrors:
+    """The error event of OpenAI-style streams: the error body, then [DONE]."""
+
+    def error(self, error: RequestError) -> bytes:
+        return error_event(error)
+
+
+def named_event(name: str, payload: object) -> bytes:
+    """`event: <name>` framing, as the Responses and Anthropic streams use."""
+    return b"event: " + name.encode() + b"\ndata: " + _encode(payload) + b"\n\n"
 
 
 def sse_events(
@@ -71,7 +86,7 @@ async def _write_events(
             if isinstance(error, RequestAborted):
                 return
             if error is not None:
-                parts.append(error_event(_as_request_error(error)))
+                parts.append(encoder.error(_as_request_error(error)))
             elif stream.done:
                 parts.append(encoder.closing(stream))
             if parts:

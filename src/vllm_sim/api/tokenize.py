@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from vllm_sim.api.common import ApiContext, decode_body
-from vllm_sim.api.messages import ChatMessage, read_conversation
+from vllm_sim.api.conversation import ChatMessage, read_conversation
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.server.http import AnyResponse, HttpRequest, json_response
 

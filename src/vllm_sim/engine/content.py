@@ -91,6 +91,8 @@ class ContentSource:
         """Fills the sequence with tool calls; False when it is to answer in text."""
         rng = self._rng
         count = call_count(rng, len(plan.tools), plan.forced, self.synthesis)
+        if plan.max_calls is not None:
+            count = min(count, plan.max_calls)
         if count == 0:
             return False
         schemas = dict(plan.tools)
@@ -100,7 +102,7 @@ class ContentSource:
         for name in pick_tools(rng, [name for name, _ in plan.tools], count):
             arguments = arguments_json(self._synthesize(schemas[name], f"tool '{name}'"))
             call_ids, call_pieces = self.tokenizer.tokenize(arguments)
-            call_id = f"chatcmpl-tool-{rng.randrange(10**10):010d}"
+            call_id = f"{rng.randrange(10**10):010d}"  # each protocol prefixes its own
             calls.append(
                 ToolCallOutput(call_id, name, arguments, len(ids), len(ids) + len(call_ids))
             )

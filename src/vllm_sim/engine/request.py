@@ -22,6 +22,7 @@ class ToolPlan:
 
     tools: tuple[tuple[str, Mapping[str, Any]], ...]
     forced: bool  # `required` or a named tool: at least one call
+    max_calls: int | None = None  # the Responses API answers with one call at most
 
 
 @dataclass(frozen=True, slots=True)

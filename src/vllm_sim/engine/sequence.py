@@ -26,7 +26,7 @@ class SeqState(enum.Enum):
 class ToolCallOutput:
     """One generated tool call: its output tokens are [start, end) of the sequence's."""
 
-    id: str
+    id: str  # ten digits; each protocol adds its prefix (chatcmpl-tool-, call_, toolu_)
     name: str
     arguments: str
     start: int

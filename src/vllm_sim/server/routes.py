@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from vllm_sim.api import chat, completions, models, render, tokenize
+from vllm_sim.api import chat, completions, models, render, responses, tokenize
 from vllm_sim.api.admin import RuntimeControl, admin_handlers
 from vllm_sim.api.common import ApiContext
 from vllm_sim.api.health import Readiness, health, metrics_handler, readiness_handler
@@ -42,6 +42,7 @@ def build_routes(
     return [
         Route("/v1/chat/completions", {"POST": _bind_generation(ctx, chat.handle)}, True),
         Route("/v1/completions", {"POST": _bind_generation(ctx, completions.handle)}, True),
+        Route("/v1/responses", {"POST": _bind_generation(ctx, responses.handle)}, True),
         Route("/v1/completions/render", {"POST": _bind(ctx, render.render_completion)}),
         Route("/v1/chat/completions/render", {"POST": _bind(ctx, render.render_chat)}),
         Route("/tokenize", {"POST": _bind(ctx, tokenize.tokenize)}),

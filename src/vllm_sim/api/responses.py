@@ -1,0 +1,405 @@
+"""POST /v1/responses: the OpenAI Responses API on the shared engine and token stream.
+
+A turn answers with one assistant message, or with exactly one function call when tools
+are offered and no tool output is in the input yet (the seed's tool-turn rules). Objects
+and events carry the fields the official SDK reads (`sequence_number`, `output_index`,
+`content_index`, item ids, `status: incomplete` when cut short).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+
+from vllm_sim.api.common import (
+    ApiContext,
+    check_positive,
+    decode_body,
+    unix_now,
+    wait_for_result,
+)
+from vllm_sim.api.conversation import (
+    ChatMessage,
+    ContentBlock,
+    FunctionCall,
+    InputAudio,
+    MediaUrl,
+    ToolCall,
+    read_conversation,
+)
+from vllm_sim.api.logprobs import check_logprobs_count, response_logprobs
+from vllm_sim.api.streaming import OpenAIStreamErrors, named_event, sse_events
+from vllm_sim.api.tools import parse_tool_choice, parse_tools, tool_candidates
+from vllm_sim.engine.errors import RequestError
+from vllm_sim.engine.request import GenerationRequest, JsonPlan, Prompt, ToolPlan
+from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.server.http import AnyResponse, HttpRequest, StreamingResponse, json_response
+
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+_LENGTH = "length"
+
+
+class ResponsesRequest(msgspec.Struct):
+    input: Any = msgspec.UNSET
+    model: str | None = None
+    stream: bool | None = None
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    tools: Any = None
+    tool_choice: Any | msgspec.UnsetType = msgspec.UNSET
+    text: Any = None
+    include: list[str] | None = None
+    top_logprobs: int | None = None
+    ignore_eos: bool | None = None
+    metadata: dict[str, Any] | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+
+
+_decoder = msgspec.json.Decoder(ResponsesRequest)
+
+
+# ---------------------------------------------------------------- input items
+def _fail(message: str, param: str) -> RequestError:
+    return RequestError(400, message, param)
+
+
+def _field(item: dict[str, Any], key: str, where: str) -> str:
+    value = item.get(key, "")
+    if not isinstance(value, str):
+        raise _fail(f"{where}.{key} must be a string", f"{where}.{key}")
+    return value
+
+
+def _content_block(part: object, where: str) -> ContentBlock:
+    if not isinstance(part, dict):
+        raise _fail("a content part must be an object", where)
+    kind = part.get("type", "input_text")
+    if kind in ("input_text", "output_text"):
+        return ContentBlock("text", text=_field(part, "text", where))
+    if kind == "input_image":
+        url = part.get("image_url")
+        if not isinstance(url, str) or not url:
+            raise _fail("input_image needs an image_url string", f"{where}.image_url")
+        return ContentBlock("image_url", image_url=MediaUrl(url))
+    if kind == "input_audio":
+        data = _field(part, "data", where)
+        return ContentBlock(
+            "input_audio", input_audio=InputAudio(data, _field(part, "format", where))
+        )
+    raise _fail(f'unsupported input content type "{kind}"', f"{where}.type")
+
+
+def _message(item: dict[str, Any], where: str) -> ChatMessage:
+    role = _field(item, "role", where) or "user"
+    content = item.get("content")
+    if content is None or isinstance(content, str):
+        return ChatMessage(role, content)
+    if not isinstance(content, list):
+        raise _fail("content must be a string or an array of parts", f"{where}.content")
+    blocks = [_content_block(part, f"{where}.content[{j}]") for j, part in enumerate(content)]
+    return ChatMessage(role, blocks)
+
+
+def _input_item(item: object, where: str) -> ChatMessage:
+    if not isinstance(item, dict):
+        raise _fail("an input item must be an object", where)
+    kind = item.get("type", "message")
+    if kind == "message":
+        return _message(item, where)
+    if kind == "function_call":
+        call_id = _field(item, "call_id", where) or _field(item, "id", where)
+        call = FunctionCall(_field(item, "name", where), _field(item, "arguments", where))
+        return ChatMessage("assistant", None, [ToolCall(call, call_id)])
+    if kind == "function_call_output":
+        output = item.get("output", "")
+        if isinstance(output, list):
+            output = "\n".join(
+                _content_block(part, f"{where}.output[{j}]").text or ""
+                for j, part in enumerate(output)
+            )
+        if not isinstance(output, str):
+            raise _fail("output must be a string or an array of parts", f"{where}.output")
+        return ChatMessage("tool", output, tool_call_id=_field(item, "call_id", where))
+    raise _fail(f'unsupported input item type "{kind}"', f"{where}.type")
+
+
+def input_messages(raw: object) -> list[ChatMessage]:
+    if raw is msgspec.UNSET or raw is None:
+        raise _fail("input is required", "input")
+    if isinstance(raw, str):
+        return [ChatMessage("user", raw)]
+    if not isinstance(raw, list):
+        raise _fail("input must be a string or array of input items", "input")
+    return [_input_item(item, f"input[{i}]") for i, item in enumerate(raw)]
+
+
+def _has_tool_output(raw: object) -> bool:
+    return isinstance(raw, list) and any(
+        isinstance(item, dict) and item.get("type") == "function_call_output" for item in raw
+    )
+
+
+# ---------------------------------------------------------------- request
+def _tool_plan(ctx: ApiContext, body: ResponsesRequest) -> ToolPlan | None:
+    tools = parse_tools(body.tools, ctx.skip_tool_validation)
+    for index, raw in enumerate(body.tools or []):
+        kind = raw.get("type", "function") if isinstance(raw, dict) else "function"
+        if kind not in ("", "function"):
+            raise _fail(f'unsupported tool type "{kind}"', f"tools[{index}].type")
+    choice = parse_tool_choice(body.tool_choice)
+    if _has_tool_output(body.input):
+        return None  # the seed's rule: once a tool answered, the turn is text
+    candidates = tool_candidates(tools, choice)
+    if not candidates:
+        return None
+    # Omitted and `auto` call a tool on the first tool turn; allowed_tools/custom stay random.
+    raw_choice = body.tool_choice
+    forced = choice.mode in ("required", "named") or raw_choice in (msgspec.UNSET, "auto")
+    return ToolPlan(tuple((t.name, t.parameters) for t in candidates), forced, max_calls=1)
+
+
+def _text_format(raw: object) -> tuple[dict[str, Any], JsonPlan | None]:
+    """The `text` object echoed back, and the JSON the output must be, if any."""
+    fmt = raw.get("format") if isinstance(raw, dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type", "text") == "text":
+        return {"format": {"type": "text"}}, None
+    kind = fmt.get("type")
+    if kind == "json_object":
+        return {"format": {"type": "json_object"}}, JsonPlan(None)
+    if kind == "json_schema":
+        schema = fmt.get("schema")
+        if not isinstance(schema, dict):
+            raise _fail("text.format.schema must be an object", "text.format.schema")
+        return {"format": fmt}, JsonPlan(schema)
+    raise _fail(f"unknown text.format type: {kind}", "text.format.type")
+
+
+def _validate(body: ResponsesRequest) -> None:
+    check_positive(
+        body.max_output_tokens,
+        "Max completion tokens and max tokens should be positive",
+        "max_output_tokens",
+    )
+    if body.ignore_eos and body.max_output_tokens is None:
+        raise _fail(
+            "Ignore_eos is true but max_completion_tokens (or max_tokens) is not set",
+            "ignore_eos",
+        )
+    check_logprobs_count(body.top_logprobs, "top_logprobs")
+
+
+async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+    body = decode_body(request.body, _decoder)
+    ctx.failures.check(request)
+    request_id = ctx.request_id(request)
+    model = ctx.resolve_model(body.model)
+    text, json_plan = _text_format(body.text)
+    tools = _tool_plan(ctx, body)
+    messages = input_messages(body.input)
+    _validate(body)
+    turns = read_conversation(messages).turns
+    token_ids = ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns)) if turns else []
+    generation = GenerationRequest(
+        request_id=request_id,
+        model=model,
+        prompts=[Prompt(token_ids, turns[-1].text if turns else "")],
+        max_tokens=body.max_output_tokens,
+        ignore_eos=bool(body.ignore_eos),
+        arrival_time=unix_now(),
+        max_tokens_field="max_output_tokens",
+        tools=tools,
+        json_output=json_plan,
+    )
+    stream = ctx.engine.submit(generation)
+    top = -1
+    if body.include and LOGPROBS_INCLUDE in body.include:
+        top = max(body.top_logprobs or 0, 0)
+    shape = ResponseShape(request_id, model, body, text, top)
+    headers = ctx.response_headers(request_id)
+    if body.stream:
+        return StreamingResponse(
+            sse_events(stream, request, ResponseEvents(shape)), headers=headers
+        )
+    await wait_for_result(stream, request)
+    seq = stream.sequences[0]
+    return json_response(shape.response(seq, [output_item(seq, shape, done=True)]), headers=headers)
+
+
+# ---------------------------------------------------------------- objects
+class ResponseShape:
+    """What every response object of one request shares."""
+
+    def __init__(
+        self, request_id: str, model: str, body: ResponsesRequest, text: dict[str, Any], top: int
+    ) -> None:
+        self.id = f"resp_{request_id}"
+        self.message_id = f"msg_{request_id}"
+        self.model = model
+        self.body = body
+        self.text = text
+        self.top = top
+        self.created_at = int(time.time())
+
+    def response(
+        self, seq: Sequence | None, output: list[dict[str, Any]], status: str = ""
+    ) -> dict[str, Any]:
+        body = self.body
+        incomplete = seq is not None and seq.finish_reason == _LENGTH and seq.tool_calls is None
+        status = status or ("incomplete" if incomplete else "completed")
+        return {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+            "instructions": body.instructions,
+            "max_output_tokens": body.max_output_tokens,
+            "model": self.model,
+            "output": output,
+            "parallel_tool_calls": False,
+            "previous_response_id": None,
+            "store": False,
+            "temperature": body.temperature if body.temperature is not None else 1.0,
+            "text": self.text,
+            "tool_choice": _tool_choice_echo(body.tool_choice),
+            "tools": body.tools or [],
+            "top_p": body.top_p if body.top_p is not None else 1.0,
+            "truncation": "disabled",
+            "usage": _usage(seq) if seq is not None and status != "in_progress" else None,
+            "metadata": body.metadata or {},
+        }
+
+
+def _tool_choice_echo(raw: object) -> object:
+    return "auto" if raw is msgspec.UNSET or raw is None else raw
+
+
+def _usage(seq: Sequence) -> dict[str, Any]:
+    prompt, completion = seq.prompt_tokens, seq.completion_tokens
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": seq.cached_tokens},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": prompt + completion,
+    }
+
+
+def _text_part(seq: Sequence, shape: ResponseShape, text: str) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
+    if shape.top >= 0:
+        part["logprobs"] = response_logprobs(seq.output_pieces, 0, shape.top)
+    return part
+
+
+def output_item(seq: Sequence, shape: ResponseShape, done: bool) -> dict[str, Any]:
+    """The one output item of a finished (or, not `done`, just opened) turn."""
+    status = "completed" if done else "in_progress"
+    if seq.tool_calls:
+        call = seq.tool_calls[0]
+        return {
+            "type": "function_call",
+            "id": f"fc_{call.id}",
+            "call_id": f"call_{call.id}",
+            "name": call.name,
+            "arguments": call.arguments if done else "",
+            "status": status,
+        }
+    content = [_text_part(seq, shape, "".join(seq.output_pieces))] if done else []
+    if done and seq.finish_reason == _LENGTH:
+        status = "incomplete"
+    return {
+        "type": "message",
+        "id": shape.message_id,
+        "role": "assistant",
+        "status": status,
+        "content": content,
+    }
+
+
+# ---------------------------------------------------------------- streaming
+class ResponseEvents(OpenAIStreamErrors):
+    """The Responses API's SSE events, numbered in order."""
+
+    def __init__(self, shape: ResponseShape) -> None:
+        self._shape = shape
+        self._number = 0
+
+    def _event(self, name: str, payload: dict[str, Any]) -> bytes:
+        payload = {"type": name, "sequence_number": self._number, **payload}
+        self._number += 1
+        return named_event(name, payload)
+
+    def _where(self, seq: Sequence) -> dict[str, Any]:
+        if seq.tool_calls:
+            return {"item_id": f"fc_{seq.tool_calls[0].id}", "output_index": 0}
+        return {"item_id": self._shape.message_id, "output_index": 0, "content_index": 0}
+
+    def opening(self, seq: Sequence) -> bytes:
+        shape = self._shape
+        in_progress = shape.response(None, [], "in_progress")
+        parts = [
+            self._event("response.created", {"response": in_progress}),
+            self._event("response.in_progress", {"response": in_progress}),
+            self._event(
+                "response.output_item.added",
+                {"output_index": 0, "item": output_item(seq, shape, done=False)},
+            ),
+        ]
+        if not seq.tool_calls:
+            part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
+            if shape.top >= 0:
+                part["logprobs"] = []
+            parts.append(
+                self._event("response.content_part.added", {**self._where(seq), "part": part})
+            )
+        return b"".join(parts)
+
+    def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
+        pieces = seq.output_pieces
+        if seq.tool_calls:
+            name = "response.function_call_arguments.delta"
+            return b"".join(
+                self._event(name, {**self._where(seq), "delta": pieces[i]})
+                for i in range(start, end)
+            )
+        top = self._shape.top
+        return b"".join(
+            self._event(
+                "response.output_text.delta",
+                {
+                    **self._where(seq),
+                    "delta": pieces[i],
+                    "logprobs": response_logprobs([pieces[i]], i, top) if top >= 0 else [],
+                },
+            )
+            for i in range(start, end)
+        )
+
+    def finish(self, seq: Sequence) -> bytes:
+        shape = self._shape
+        item = output_item(seq, shape, done=True)
+        where = self._where(seq)
+        if seq.tool_calls:
+            call = seq.tool_calls[0]
+            args = {**where, "name": call.name, "arguments": call.arguments}
+            parts = [self._event("response.function_call_arguments.done", args)]
+        else:
+            text_part = item["content"][0]
+            done = {**where, "text": text_part["text"], "logprobs": text_part.get("logprobs", [])}
+            parts = [
+                self._event("response.output_text.done", done),
+                self._event("response.content_part.done", {**where, "part": text_part}),
+            ]
+        parts.append(self._event("response.output_item.done", {"output_index": 0, "item": item}))
+        final = shape.response(seq, [item])
+        name = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+        parts.append(self._event(name, {"response": final}))
+        return b"".join(parts)
+
+    def closing(self, stream: RequestStream) -> bytes:
+        return b""  # the Responses stream ends with its completed event; no [DONE]
