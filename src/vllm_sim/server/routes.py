@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from vllm_sim.api import chat, completions, models, render, responses, tokenize
+from vllm_sim.api import anthropic, chat, completions, models, render, responses, tokenize
 from vllm_sim.api.admin import RuntimeControl, admin_handlers
 from vllm_sim.api.common import ApiContext
 from vllm_sim.api.health import Readiness, health, metrics_handler, readiness_handler
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.metrics.exposition import Registry
 from vllm_sim.server.app import Route
-from vllm_sim.server.http import AnyResponse, Handler, HttpRequest, error_response
+from vllm_sim.server.http import AnyResponse, Handler, HttpRequest, Response
+from vllm_sim.server.http import error_body as http_error_body
 
 ApiHandler = Callable[[ApiContext, HttpRequest], Awaitable[AnyResponse]]
 
@@ -23,14 +24,20 @@ def _bind(ctx: ApiContext, handler: ApiHandler) -> Handler:
     return bound
 
 
-def _bind_generation(ctx: ApiContext, handler: ApiHandler) -> Handler:
-    """Like _bind, and an error answer carries the request id and pod headers too."""
+def _bind_generation(
+    ctx: ApiContext,
+    handler: ApiHandler,
+    error_body: Callable[[RequestError], bytes] = http_error_body,
+) -> Handler:
+    """Like _bind, and an error answer carries the request id and pod headers too,
+    in the envelope of the endpoint's API (`error_body`)."""
 
     async def bound(request: HttpRequest) -> AnyResponse:
         try:
             return await handler(ctx, request)
         except RequestError as error:
-            return error_response(error, ctx.response_headers(ctx.request_id(request)))
+            headers = ctx.response_headers(ctx.request_id(request))
+            return Response(error.status, error_body(error), headers=headers)
 
     return bound
 
@@ -43,6 +50,11 @@ def build_routes(
         Route("/v1/chat/completions", {"POST": _bind_generation(ctx, chat.handle)}, True),
         Route("/v1/completions", {"POST": _bind_generation(ctx, completions.handle)}, True),
         Route("/v1/responses", {"POST": _bind_generation(ctx, responses.handle)}, True),
+        Route(
+            "/v1/messages",
+            {"POST": _bind_generation(ctx, anthropic.handle, anthropic.error_body)},
+            True,
+        ),
         Route("/v1/completions/render", {"POST": _bind(ctx, render.render_completion)}),
         Route("/v1/chat/completions/render", {"POST": _bind(ctx, render.render_chat)}),
         Route("/tokenize", {"POST": _bind(ctx, tokenize.tokenize)}),

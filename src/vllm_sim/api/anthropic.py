@@ -1,0 +1,353 @@
+"""POST /v1/messages: the Anthropic Messages API on the shared engine and token stream.
+
+Requests become the same conversation a chat request does (system, text, images, tool uses
+and tool results), and answers take Anthropic's shapes, events and error envelope, so the
+official `anthropic` SDK and its stream helpers work unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+from vllm_sim.api.common import ApiContext, check_positive, decode_body, unix_now, wait_for_result
+from vllm_sim.api.conversation import (
+    ChatMessage,
+    ContentBlock,
+    FunctionCall,
+    MediaUrl,
+    ToolCall,
+    read_conversation,
+)
+from vllm_sim.api.streaming import named_event, sse_events
+from vllm_sim.api.tools import ToolChoice, parse_tools, tool_candidates
+from vllm_sim.engine.errors import RequestError
+from vllm_sim.engine.request import GenerationRequest, Prompt, ToolPlan
+from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.server.http import AnyResponse, HttpRequest, StreamingResponse, json_response
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+_STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens"}
+
+
+class MessagesRequest(msgspec.Struct):
+    model: str | None = None
+    messages: Any = None
+    max_tokens: int | None = None
+    system: Any = None
+    stream: bool | None = None
+    tools: Any = None
+    tool_choice: Any = None
+    ignore_eos: bool | None = None
+
+
+_decoder = msgspec.json.Decoder(MessagesRequest)
+
+
+def error_payload(error: RequestError) -> dict[str, Any]:
+    """Anthropic's error envelope; the SDK picks its exception class from the status."""
+    kind = _ERROR_TYPES.get(
+        error.status, "api_error" if error.status >= 500 else "invalid_request_error"
+    )
+    return {"type": "error", "error": {"type": kind, "message": error.message}}
+
+
+def error_body(error: RequestError) -> bytes:
+    return msgspec.json.encode(error_payload(error))
+
+
+def _fail(message: str, param: str) -> RequestError:
+    return RequestError(400, message, param)
+
+
+# ---------------------------------------------------------------- conversion
+def _text_of(blocks: object, where: str) -> str:
+    """Text blocks joined by newlines (system prompts and tool results)."""
+    if isinstance(blocks, str):
+        return blocks
+    if not isinstance(blocks, list):
+        raise _fail(f"{where} must be a string or an array of content blocks", where)
+    texts = []
+    for j, block in enumerate(blocks):
+        if not isinstance(block, dict):
+            raise _fail("a content block must be an object", f"{where}[{j}]")
+        if block.get("type") == "text":
+            text = block.get("text")
+            if not isinstance(text, str):
+                raise _fail("a text block needs a string `text`", f"{where}[{j}].text")
+            texts.append(text)
+    return "\n".join(texts)
+
+
+def _image(block: dict[str, Any], where: str) -> ContentBlock:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        raise _fail("image content block is missing required 'source' field", f"{where}.source")
+    if source.get("type") == "base64":
+        url = f"data:{source.get('media_type', '')};base64,{source.get('data', '')}"
+        return ContentBlock("image_url", image_url=MediaUrl(url))
+    link = source.get("url")
+    if not isinstance(link, str) or not link:
+        raise _fail("image source needs `data` (base64) or a `url`", f"{where}.source")
+    return ContentBlock("image_url", image_url=MediaUrl(link))
+
+
+def _tool_use(block: dict[str, Any], where: str) -> ToolCall:
+    arguments = block.get("input") or {}
+    if not isinstance(arguments, dict):
+        raise _fail("tool_use input must be an object", f"{where}.input")
+    name = block.get("name")
+    if not isinstance(name, str) or not name:
+        raise _fail("tool_use needs a name", f"{where}.name")
+    text = json.dumps(arguments, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    return ToolCall(FunctionCall(name, text), str(block.get("id", "")))
+
+
+def _message(raw: object, where: str) -> list[ChatMessage]:
+    """One Anthropic message as chat messages: itself, then one per tool result."""
+    if not isinstance(raw, dict):
+        raise _fail("a message must be an object", where)
+    role, content = raw.get("role"), raw.get("content")
+    if not isinstance(role, str):
+        raise _fail("a message needs a role", f"{where}.role")
+    if isinstance(content, str):
+        return [ChatMessage(role, content)] if content else []
+    if not isinstance(content, list):
+        raise _fail("content must be a string or an array of content blocks", f"{where}.content")
+    blocks: list[ContentBlock] = []
+    calls: list[ToolCall] = []
+    results: list[ChatMessage] = []
+    for j, block in enumerate(content):
+        at = f"{where}.content[{j}]"
+        if not isinstance(block, dict):
+            raise _fail("a content block must be an object", at)
+        kind = block.get("type")
+        if kind == "text":
+            blocks.append(ContentBlock("text", text=_text_of([block], at)))
+        elif kind == "image":
+            blocks.append(_image(block, at))
+        elif kind == "tool_use":
+            calls.append(_tool_use(block, at))
+        elif kind == "tool_result":
+            text = _text_of(block.get("content", ""), f"{at}.content")
+            results.append(
+                ChatMessage("tool", text, tool_call_id=str(block.get("tool_use_id", "")))
+            )
+        # Documents, thinking and other blocks carry nothing the simulator reads.
+    own = [ChatMessage(role, blocks or None, calls or None)] if blocks or calls else []
+    return own + results
+
+
+def _messages(body: MessagesRequest) -> list[ChatMessage]:
+    converted: list[ChatMessage] = []
+    if body.system is not None:
+        system = _text_of(body.system, "system")
+        if system:
+            converted.append(ChatMessage("system", system))
+    if body.messages is not None and not isinstance(body.messages, list):
+        raise _fail("messages must be an array", "messages")
+    for i, raw in enumerate(body.messages or []):
+        converted += _message(raw, f"messages[{i}]")
+    if not converted:
+        raise _fail("messages must not be empty", "messages")
+    return converted
+
+
+def _tool_choice(raw: object) -> ToolChoice:
+    if raw is None:
+        return ToolChoice("auto")
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if kind == "tool":
+        name = raw.get("name") if isinstance(raw, dict) else None
+        if not isinstance(name, str) or not name:
+            raise _fail("tool_choice of type 'tool' requires a non-empty 'name'", "tool_choice")
+        return ToolChoice("named", name)
+    modes = {"auto": "auto", "any": "required", "none": "none"}
+    if kind not in modes:
+        raise _fail(f"unknown tool_choice type: {kind}", "tool_choice.type")
+    return ToolChoice(modes[str(kind)])
+
+
+def _tool_plan(ctx: ApiContext, body: MessagesRequest) -> ToolPlan | None:
+    raw_tools = body.tools
+    if raw_tools is not None and not isinstance(raw_tools, list):
+        raise _fail("tools must be an array", "tools")
+    flat = [
+        {**tool, "type": "function", "parameters": tool.get("input_schema")}
+        if isinstance(tool, dict)
+        else tool
+        for tool in raw_tools or []
+    ]
+    tools = parse_tools(flat if raw_tools is not None else None, ctx.skip_tool_validation)
+    choice = _tool_choice(body.tool_choice)
+    candidates = tool_candidates(tools, choice)
+    if not candidates:
+        return None
+    forced = choice.mode in ("required", "named")
+    max_calls = 1 if choice.mode == "named" else None
+    return ToolPlan(tuple((t.name, t.parameters) for t in candidates), forced, max_calls)
+
+
+# ---------------------------------------------------------------- handler
+async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+    body = decode_body(request.body, _decoder)
+    ctx.failures.check(request)
+    request_id = ctx.request_id(request)
+    model = ctx.resolve_model(body.model)
+    messages = _messages(body)
+    if body.max_tokens is None:
+        raise _fail("max_tokens is required", "max_tokens")
+    tools = _tool_plan(ctx, body)
+    check_positive(
+        body.max_tokens, "Max completion tokens and max tokens should be positive", "max_tokens"
+    )
+    turns = read_conversation(messages).turns
+    generation = GenerationRequest(
+        request_id=request_id,
+        model=model,
+        prompts=[Prompt(ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns)), turns[-1].text)],
+        max_tokens=body.max_tokens,
+        ignore_eos=bool(body.ignore_eos),
+        arrival_time=unix_now(),
+        tools=tools,
+    )
+    stream = ctx.engine.submit(generation)
+    message_id = f"msg_{request_id}"
+    headers = ctx.response_headers(request_id)
+    if body.stream:
+        events = MessageEvents(message_id, model)
+        return StreamingResponse(sse_events(stream, request, events), headers=headers)
+    await wait_for_result(stream, request)
+    seq = stream.sequences[0]
+    message = message_object(message_id, model, seq, _content(seq), stop_reason(seq))
+    message["usage"]["output_tokens"] = seq.completion_tokens
+    return json_response(message, headers=headers)
+
+
+def stop_reason(seq: Sequence) -> str:
+    return _STOP_REASONS.get(seq.finish_reason or "", "end_turn")
+
+
+def message_object(
+    message_id: str, model: str, seq: Sequence, content: list[Any], reason: str | None
+) -> dict[str, Any]:
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "content": content,
+        "model": model,
+        "stop_reason": reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": seq.prompt_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": seq.cached_tokens,
+            "output_tokens": 0,
+        },
+    }
+
+
+def _content(seq: Sequence) -> list[dict[str, Any]]:
+    if seq.tool_calls is None:
+        return [{"type": "text", "text": "".join(seq.output_pieces)}]
+    return [
+        {
+            "type": "tool_use",
+            "id": f"toolu_{c.id}",
+            "name": c.name,
+            "input": json.loads(c.arguments),
+        }
+        for c in seq.tool_calls
+    ]
+
+
+# ---------------------------------------------------------------- streaming
+class MessageEvents:
+    """Anthropic's stream: message_start, one content block per text or tool call, the
+    message_delta with the stop reason and usage, message_stop."""
+
+    def __init__(self, message_id: str, model: str) -> None:
+        self._id = message_id
+        self._model = model
+
+    def opening(self, seq: Sequence) -> bytes:
+        start = named_event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": message_object(self._id, self._model, seq, [], None),
+            },
+        )
+        ping = named_event("ping", {"type": "ping"})
+        if seq.tool_calls is not None:
+            return start + ping
+        block = {"type": "text", "text": ""}
+        return start + _block_start(0, block) + ping
+
+    def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
+        pieces = seq.output_pieces
+        calls = seq.tool_calls
+        if calls is None:
+            return b"".join(
+                _delta(0, {"type": "text_delta", "text": pieces[i]}) for i in range(start, end)
+            )
+        parts = []
+        for i in range(start, end):
+            index = next(k for k, call in enumerate(calls) if call.start <= i < call.end)
+            call = calls[index]
+            if i == call.start:
+                if index:
+                    parts.append(_block_stop(index - 1))
+                block = {
+                    "type": "tool_use",
+                    "id": f"toolu_{call.id}",
+                    "name": call.name,
+                    "input": {},
+                }
+                parts.append(_block_start(index, block))
+            parts.append(_delta(index, {"type": "input_json_delta", "partial_json": pieces[i]}))
+        return b"".join(parts)
+
+    def finish(self, seq: Sequence) -> bytes:
+        last = len(seq.tool_calls) - 1 if seq.tool_calls else 0
+        delta = {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason(seq), "stop_sequence": None},
+            "usage": {"output_tokens": seq.completion_tokens},
+        }
+        return (
+            _block_stop(last)
+            + named_event("message_delta", delta)
+            + named_event("message_stop", {"type": "message_stop"})
+        )
+
+    def closing(self, stream: RequestStream) -> bytes:
+        return b""
+
+    def error(self, error: RequestError) -> bytes:
+        return named_event("error", error_payload(error))
+
+
+def _block_start(index: int, block: dict[str, Any]) -> bytes:
+    payload = {"type": "content_block_start", "index": index, "content_block": block}
+    return named_event("content_block_start", payload)
+
+
+def _block_stop(index: int) -> bytes:
+    return named_event("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+def _delta(index: int, delta: dict[str, Any]) -> bytes:
+    payload = {"type": "content_block_delta", "index": index, "delta": delta}
+    return named_event("content_block_delta", payload)
