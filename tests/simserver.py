@@ -7,9 +7,11 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
+from typing import IO
 
 import httpx
 
@@ -40,6 +42,7 @@ class SimServer:
         self.args = ["--model", model, "--port", str(self.port), "--seed", "42", *args]
         self.env = {**os.environ, **(env or {})}
         self.process: subprocess.Popen[bytes] | None = None
+        self.log: IO[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -50,17 +53,18 @@ class SimServer:
         return f"{self.url}/v1"
 
     def start(self) -> SimServer:
+        # Output goes to a file, not a pipe: a pipe nobody reads fills up and blocks the server.
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 -- lives as long as the server
         self.process = subprocess.Popen(
             [sys.executable, "-m", "vllm_sim", *self.args],
             env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=self.log,
+            stderr=self.log,
         )
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                _, err = self.process.communicate()
-                raise RuntimeError(f"simulator exited early: {err.decode()}")
+                raise RuntimeError(f"simulator exited early: {self.stderr()}")
             try:
                 # Self-signed certificates cannot be verified: that is the point of them.
                 httpx.get(self.url + "/health", timeout=0.5, verify=False)
@@ -83,8 +87,10 @@ class SimServer:
         return self.process.returncode
 
     def stderr(self) -> str:
-        assert self.process is not None and self.process.stderr is not None
-        return self.process.stderr.read().decode()
+        """Everything the server has written so far (stdout and stderr)."""
+        assert self.log is not None
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
 
     def __enter__(self) -> SimServer:
         return self.start()

@@ -8,6 +8,8 @@ import sys
 
 from vllm_sim.config import ConfigError, HelpRequested, load_config
 
+KV_NEEDS_POD_IP = "IP should be defined in the environment (POD_IP) for KV cache to work"
+
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
@@ -18,6 +20,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except ConfigError as error:
         print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)
+        return 2
+    if cfg.enable_kvcache and not cfg.pod_ip:
+        # A server-start rule, not a config one: the topic of KV events names this pod.
+        print(f"vllm-sim: invalid configuration: {KV_NEEDS_POD_IP}", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=logging.INFO if cfg.verbosity >= 2 else logging.WARNING,

@@ -22,7 +22,8 @@ from vllm_sim.api.conversation import (
     read_conversation,
 )
 from vllm_sim.api.streaming import named_event, sse_events
-from vllm_sim.api.tools import ToolChoice, parse_tools, tool_candidates
+from vllm_sim.api.tools import ToolChoice, parse_tools, plan_tools, tool_candidates
+from vllm_sim.api.transfer import cache_threshold_forced
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.request import GenerationRequest, Prompt, ToolPlan
 from vllm_sim.engine.sequence import RequestStream, Sequence
@@ -37,7 +38,8 @@ _ERROR_TYPES = {
     429: "rate_limit_error",
     529: "overloaded_error",
 }
-_STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens"}
+# A cache-threshold refusal reads as max_tokens: output stopped before it began.
+_STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens", "cache_threshold": "max_tokens"}
 
 
 class MessagesRequest(msgspec.Struct):
@@ -173,9 +175,9 @@ def _tool_choice(raw: object) -> ToolChoice:
             raise _fail("tool_choice of type 'tool' requires a non-empty 'name'", "tool_choice")
         return ToolChoice("named", name)
     modes = {"auto": "auto", "any": "required", "none": "none"}
-    if kind not in modes:
+    if not isinstance(kind, str) or kind not in modes:
         raise _fail(f"unknown tool_choice type: {kind}", "tool_choice.type")
-    return ToolChoice(modes[str(kind)])
+    return ToolChoice(modes[kind])
 
 
 def _tool_plan(ctx: ApiContext, body: MessagesRequest) -> ToolPlan | None:
@@ -191,11 +193,9 @@ def _tool_plan(ctx: ApiContext, body: MessagesRequest) -> ToolPlan | None:
     tools = parse_tools(flat if raw_tools is not None else None, ctx.skip_tool_validation)
     choice = _tool_choice(body.tool_choice)
     candidates = tool_candidates(tools, choice)
-    if not candidates:
-        return None
     forced = choice.mode in ("required", "named")
     max_calls = 1 if choice.mode == "named" else None
-    return ToolPlan(tuple((t.name, t.parameters) for t in candidates), forced, max_calls)
+    return plan_tools(candidates, forced, ctx.engine.content.synthesis, max_calls)
 
 
 # ---------------------------------------------------------------- handler
@@ -220,6 +220,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         ignore_eos=bool(body.ignore_eos),
         arrival_time=unix_now(),
         tools=tools,
+        force_cache_threshold=cache_threshold_forced(request),
     )
     stream = ctx.engine.submit(generation)
     message_id = f"msg_{request_id}"

@@ -13,7 +13,7 @@ from vllm_sim.api.common import (
     unix_now,
     wait_for_result,
 )
-from vllm_sim.api.conversation import ChatMessage, read_conversation
+from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
 from vllm_sim.api.logprobs import chat_logprobs, check_logprobs_count
 from vllm_sim.api.omni import image_block
 from vllm_sim.api.streaming import OpenAIStreamErrors, closing_events, json_str, sse_events
@@ -21,9 +21,18 @@ from vllm_sim.api.tools import (
     parse_response_format,
     parse_tool_choice,
     parse_tools,
+    plan_tools,
+    probe_schema,
     tool_candidates,
 )
+from vllm_sim.api.transfer import (
+    KvTransferParams,
+    cache_threshold_forced,
+    check_transfer,
+    prefill_answer,
+)
 from vllm_sim.api.usage import usage_of
+from vllm_sim.engine.core import CACHE_THRESHOLD
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.request import GenerationRequest, JsonPlan, Prompt, ToolPlan
 from vllm_sim.engine.sequence import RequestStream, Sequence, ToolCallOutput
@@ -50,6 +59,8 @@ class ChatRequest(msgspec.Struct):
     # UNSET (absent) means auto; an explicit null is an error, as in the reference.
     tool_choice: Any | msgspec.UnsetType = msgspec.UNSET
     response_format: Any = None
+    cache_hit_threshold: float | None = None
+    kv_transfer_params: KvTransferParams | None = None
 
 
 _decoder = msgspec.json.Decoder(ChatRequest)
@@ -85,20 +96,24 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     model = ctx.resolve_model(body.model)
     tools = _tool_plan(ctx, body)
     max_tokens = _validate(body)
-    turns = read_conversation(body.messages).turns
-    token_ids = ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns))
-    echo_text = turns[-1].text if turns else ""
+    check_transfer(body.kv_transfer_params, bool(body.stream))
+    transfer = body.kv_transfer_params or KvTransferParams()
+    prompt = _prompt(ctx, body.messages)
     generation = GenerationRequest(
         request_id=request_id,
         model=model,
-        prompts=[Prompt(token_ids, echo_text)],
+        prompts=[prompt],
         n=body.n or 1,
         max_tokens=max_tokens,
         ignore_eos=bool(body.ignore_eos),
         arrival_time=unix_now(),
         with_image=ctx.images.wants_image(request),
         tools=tools,
-        json_output=_json_plan(body),
+        json_output=_json_plan(ctx, body),
+        do_remote_prefill=transfer.do_remote_prefill,
+        do_remote_decode=transfer.do_remote_decode,
+        cache_hit_threshold=body.cache_hit_threshold,
+        force_cache_threshold=cache_threshold_forced(request),
         max_tokens_field="max_completion_tokens"
         if body.max_completion_tokens is not None
         else "max_tokens",
@@ -111,7 +126,25 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         encoder = ChatChunks(stream, f"chatcmpl-{request_id}", model, top, include_usage)
         return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
     await wait_for_result(stream, request)
-    return json_response(_completion(stream, f"chatcmpl-{request_id}", model, top), headers=headers)
+    answer = _completion(stream, f"chatcmpl-{request_id}", model, top)
+    if transfer.do_remote_decode:
+        answer["kv_transfer_params"] = prefill_answer(
+            stream.sequences[0], ctx.pod_ip, ctx.block_size
+        )
+    return json_response(answer, headers=headers)
+
+
+def _prompt(ctx: ApiContext, messages: list[ChatMessage]) -> Prompt:
+    """The rendered conversation's tokens; with the KV cache on, its media features too,
+    so that blocks holding an image hash with that image."""
+    conversation = read_conversation(messages)
+    turns = conversation.turns
+    echo_text = turns[-1].text if turns else ""
+    text = ctx.tokenizer.render_chat(turns)
+    if not (ctx.kv_enabled and conversation.media):
+        return Prompt(ctx.tokenizer.encode(text), echo_text)
+    ids, pieces = ctx.tokenizer.tokenize(text)
+    return Prompt(ids, echo_text, mm_features(conversation, ctx.tokenizer, pieces))
 
 
 def _tool_plan(ctx: ApiContext, body: ChatRequest) -> ToolPlan | None:
@@ -119,16 +152,17 @@ def _tool_plan(ctx: ApiContext, body: ChatRequest) -> ToolPlan | None:
     tools = parse_tools(body.tools, ctx.skip_tool_validation)
     choice = parse_tool_choice(body.tool_choice)
     candidates = tool_candidates(tools, choice)
-    if not candidates:
-        return None
     forced = choice.mode in ("required", "named")
-    return ToolPlan(tuple((tool.name, tool.parameters) for tool in candidates), forced)
+    return plan_tools(candidates, forced, ctx.engine.content.synthesis)
 
 
-def _json_plan(body: ChatRequest) -> JsonPlan | None:
+def _json_plan(ctx: ApiContext, body: ChatRequest) -> JsonPlan | None:
     response_format = parse_response_format(body.response_format)
     if response_format is None or response_format.kind == "text":
         return None
+    if response_format.schema is not None:
+        settings = ctx.engine.content.synthesis
+        probe_schema(response_format.schema, "response_format", "response_format", settings)
     return JsonPlan(response_format.schema)
 
 
@@ -146,6 +180,15 @@ def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[s
 def _choice(seq: Sequence, top: int) -> dict[str, Any]:
     if seq.tool_calls is not None:
         return _tool_call_choice(seq, seq.tool_calls)
+    if seq.finish_reason == CACHE_THRESHOLD:
+        # Refused before generating: no content at all, not even an empty one.
+        message = {"role": "assistant"}
+        return {
+            "index": seq.index,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": CACHE_THRESHOLD,
+        }
     pieces = seq.output_pieces
     content: str | list[dict[str, object]] = "".join(pieces)
     if seq.request.with_image:
@@ -238,6 +281,8 @@ class ChatChunks(OpenAIStreamErrors):
         )
 
     def opening(self, seq: Sequence) -> bytes:
+        if seq.finish_reason == CACHE_THRESHOLD:
+            return b""  # a refused choice is one finish chunk, nothing before it
         return self._chunk(seq, b'{"role":"assistant","content":""}', b"null", b"null")
 
     def tokens(self, seq: Sequence, start: int, end: int) -> bytes:

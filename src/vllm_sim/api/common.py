@@ -64,6 +64,9 @@ class ApiContext:
         failures: FailureInjector,
         images: ImageEmission,
         skip_tool_validation: bool = False,
+        block_size: int = 16,
+        pod_ip: str = "",
+        kv_enabled: bool = False,
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
@@ -78,6 +81,9 @@ class ApiContext:
         self.failures = failures
         self.images = images
         self.skip_tool_validation = skip_tool_validation
+        self.block_size = block_size
+        self.pod_ip = pod_ip
+        self.kv_enabled = kv_enabled
         self._served = frozenset(served_model_names)
 
     def resolve_model(self, name: str | None) -> str:

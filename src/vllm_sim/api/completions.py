@@ -16,6 +16,12 @@ from vllm_sim.api.common import (
 )
 from vllm_sim.api.logprobs import check_logprobs_count, completion_logprobs
 from vllm_sim.api.streaming import OpenAIStreamErrors, closing_events, json_str, sse_events
+from vllm_sim.api.transfer import (
+    KvTransferParams,
+    cache_threshold_forced,
+    check_transfer,
+    prefill_answer,
+)
 from vllm_sim.api.usage import usage_of
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.request import GenerationRequest, Prompt
@@ -43,6 +49,8 @@ class CompletionRequest(msgspec.Struct):
     stream_options: StreamOptions | None = None
     n: int | None = None
     max_tokens: int | None = None
+    cache_hit_threshold: float | None = None
+    kv_transfer_params: KvTransferParams | None = None
     ignore_eos: bool | None = None
     logprobs: int | None = None
 
@@ -97,6 +105,8 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     model = ctx.resolve_model(body.model)
     prompts = parse_prompts(body.prompt, ctx.tokenizer)
     _validate(body)
+    check_transfer(body.kv_transfer_params, bool(body.stream))
+    transfer = body.kv_transfer_params or KvTransferParams()
     generation = GenerationRequest(
         request_id=request_id,
         model=model,
@@ -105,6 +115,10 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         max_tokens=body.max_tokens,
         ignore_eos=bool(body.ignore_eos),
         arrival_time=unix_now(),
+        do_remote_prefill=transfer.do_remote_prefill,
+        do_remote_decode=transfer.do_remote_decode,
+        cache_hit_threshold=body.cache_hit_threshold,
+        force_cache_threshold=cache_threshold_forced(request),
     )
     stream = ctx.engine.submit(generation)
     headers = ctx.response_headers(request_id)
@@ -115,7 +129,12 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         encoder = CompletionChunks(stream, rid, model, top, include_usage)
         return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
     await wait_for_result(stream, request)
-    return json_response(_completion(stream, rid, model, top), headers=headers)
+    answer = _completion(stream, rid, model, top)
+    if transfer.do_remote_decode:
+        answer["kv_transfer_params"] = prefill_answer(
+            stream.sequences[0], ctx.pod_ip, ctx.block_size
+        )
+    return json_response(answer, headers=headers)
 
 
 def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[str, Any]:

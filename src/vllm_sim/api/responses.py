@@ -30,8 +30,14 @@ from vllm_sim.api.conversation import (
     read_conversation,
 )
 from vllm_sim.api.logprobs import check_logprobs_count, response_logprobs
-from vllm_sim.api.streaming import OpenAIStreamErrors, named_event, sse_events
-from vllm_sim.api.tools import parse_tool_choice, parse_tools, tool_candidates
+from vllm_sim.api.streaming import named_event, sse_events
+from vllm_sim.api.tools import (
+    parse_tool_choice,
+    parse_tools,
+    plan_tools,
+    probe_schema,
+    tool_candidates,
+)
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.request import GenerationRequest, JsonPlan, Prompt, ToolPlan
 from vllm_sim.engine.sequence import RequestStream, Sequence
@@ -136,6 +142,18 @@ def input_messages(raw: object) -> list[ChatMessage]:
     return [_input_item(item, f"input[{i}]") for i, item in enumerate(raw)]
 
 
+def _echo_text(messages: list[ChatMessage]) -> str:
+    """What echo mode repeats: the last item's text; a function call as `name(arguments)`."""
+    if not messages:
+        return ""
+    last = messages[-1]
+    if last.tool_calls and last.content is None:
+        call = last.tool_calls[0].function
+        return f"{call.name}({call.arguments})"
+    turns = read_conversation([last]).turns
+    return turns[0].text
+
+
 def _has_tool_output(raw: object) -> bool:
     return isinstance(raw, list) and any(
         isinstance(item, dict) and item.get("type") == "function_call_output" for item in raw
@@ -144,24 +162,23 @@ def _has_tool_output(raw: object) -> bool:
 
 # ---------------------------------------------------------------- request
 def _tool_plan(ctx: ApiContext, body: ResponsesRequest) -> ToolPlan | None:
-    tools = parse_tools(body.tools, ctx.skip_tool_validation)
-    for index, raw in enumerate(body.tools or []):
+    for index, raw in enumerate(body.tools if isinstance(body.tools, list) else []):
         kind = raw.get("type", "function") if isinstance(raw, dict) else "function"
         if kind not in ("", "function"):
+            # Built-in tools (web_search, file_search, ...) need a real backend.
             raise _fail(f'unsupported tool type "{kind}"', f"tools[{index}].type")
+    tools = parse_tools(body.tools, ctx.skip_tool_validation)
     choice = parse_tool_choice(body.tool_choice)
     if _has_tool_output(body.input):
         return None  # the seed's rule: once a tool answered, the turn is text
     candidates = tool_candidates(tools, choice)
-    if not candidates:
-        return None
     # Omitted and `auto` call a tool on the first tool turn; allowed_tools/custom stay random.
     raw_choice = body.tool_choice
     forced = choice.mode in ("required", "named") or raw_choice in (msgspec.UNSET, "auto")
-    return ToolPlan(tuple((t.name, t.parameters) for t in candidates), forced, max_calls=1)
+    return plan_tools(candidates, forced, ctx.engine.content.synthesis, max_calls=1)
 
 
-def _text_format(raw: object) -> tuple[dict[str, Any], JsonPlan | None]:
+def _text_format(ctx: ApiContext, raw: object) -> tuple[dict[str, Any], JsonPlan | None]:
     """The `text` object echoed back, and the JSON the output must be, if any."""
     fmt = raw.get("format") if isinstance(raw, dict) else None
     if not isinstance(fmt, dict) or fmt.get("type", "text") == "text":
@@ -173,6 +190,7 @@ def _text_format(raw: object) -> tuple[dict[str, Any], JsonPlan | None]:
         schema = fmt.get("schema")
         if not isinstance(schema, dict):
             raise _fail("text.format.schema must be an object", "text.format.schema")
+        probe_schema(schema, "text.format", "text.format.schema", ctx.engine.content.synthesis)
         return {"format": fmt}, JsonPlan(schema)
     raise _fail(f"unknown text.format type: {kind}", "text.format.type")
 
@@ -196,7 +214,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     ctx.failures.check(request)
     request_id = ctx.request_id(request)
     model = ctx.resolve_model(body.model)
-    text, json_plan = _text_format(body.text)
+    text, json_plan = _text_format(ctx, body.text)
     tools = _tool_plan(ctx, body)
     messages = input_messages(body.input)
     _validate(body)
@@ -205,7 +223,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     generation = GenerationRequest(
         request_id=request_id,
         model=model,
-        prompts=[Prompt(token_ids, turns[-1].text if turns else "")],
+        prompts=[Prompt(token_ids, _echo_text(messages))],
         max_tokens=body.max_output_tokens,
         ignore_eos=bool(body.ignore_eos),
         arrival_time=unix_now(),
@@ -322,7 +340,7 @@ def output_item(seq: Sequence, shape: ResponseShape, done: bool) -> dict[str, An
 
 
 # ---------------------------------------------------------------- streaming
-class ResponseEvents(OpenAIStreamErrors):
+class ResponseEvents:
     """The Responses API's SSE events, numbered in order."""
 
     def __init__(self, shape: ResponseShape) -> None:
@@ -403,3 +421,8 @@ class ResponseEvents(OpenAIStreamErrors):
 
     def closing(self, stream: RequestStream) -> bytes:
         return b""  # the Responses stream ends with its completed event; no [DONE]
+
+    def error(self, error: RequestError) -> bytes:
+        """The API's `error` event (the SDK raises it); the stream then ends."""
+        payload = {"code": str(error.status), "message": error.message, "param": error.param}
+        return self._event("error", payload)

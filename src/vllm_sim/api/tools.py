@@ -9,6 +9,7 @@ answers 400, and every error names the offending field in `param`.
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from typing import Any, Final, NoReturn
 import msgspec
 
 from vllm_sim.engine.errors import RequestError
+from vllm_sim.engine.generation.toolcalls import SynthesisError, SynthesisSettings, synthesize
+from vllm_sim.engine.request import ToolPlan
 
 __all__ = [
     "ResponseFormat",
@@ -529,3 +532,28 @@ def parse_response_format(raw: object) -> ResponseFormat | None:
 
 def _bad_format(message: str) -> NoReturn:
     raise RequestError(400, message, param="response_format")
+
+
+def probe_schema(
+    schema: Mapping[str, Any], what: str, param: str, settings: SynthesisSettings
+) -> None:
+    """Generates one throwaway value, so that a schema no value can satisfy is a 400 before
+    the request is admitted (a stream has not started yet), not an error mid-stream."""
+    try:
+        synthesize(random.Random(0), schema, settings)
+    except SynthesisError as error:
+        raise RequestError(400, f"cannot generate a value for {what}: {error}", param) from None
+    except RecursionError:
+        message = f"cannot generate a value for {what}: the schema is nested too deeply"
+        raise RequestError(400, message, param) from None
+
+
+def plan_tools(
+    candidates: list[Tool], forced: bool, settings: SynthesisSettings, max_calls: int | None = None
+) -> ToolPlan | None:
+    """The engine's view of the callable tools, each checked to be generable."""
+    if not candidates:
+        return None
+    for tool in candidates:
+        probe_schema(tool.parameters, f"tool '{tool.name}'", "tools", settings)
+    return ToolPlan(tuple((t.name, t.parameters) for t in candidates), forced, max_calls)

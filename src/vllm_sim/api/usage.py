@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vllm_sim.engine.core import CACHE_THRESHOLD
 from vllm_sim.engine.sequence import Sequence
 
 
@@ -11,7 +12,7 @@ from vllm_sim.engine.sequence import Sequence
 class Usage:
     prompt_tokens: int
     completion_tokens: int
-    cached_tokens: int
+    cached_tokens: int | None  # None: a cache_threshold answer reports no details
 
     @property
     def total_tokens(self) -> int:
@@ -23,7 +24,9 @@ class Usage:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
-            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+            "prompt_tokens_details": None
+            if self.cached_tokens is None
+            else {"cached_tokens": self.cached_tokens},
         }
 
 
@@ -36,5 +39,7 @@ def usage_of(sequences: list[Sequence]) -> Usage:
             seen.add(seq.prompt_index)
             prompt += seq.prompt_tokens
     completion = sum(seq.completion_tokens for seq in sequences)
-    cached = sequences[0].cached_tokens if sequences else 0
+    cached: int | None = sequences[0].cached_tokens if sequences else 0
+    if any(seq.finish_reason == CACHE_THRESHOLD for seq in sequences):
+        cached = None
     return Usage(prompt, completion, cached)

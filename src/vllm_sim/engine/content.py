@@ -100,7 +100,8 @@ class ContentSource:
         ids: list[int] = []
         pieces: list[str] = []
         for name in pick_tools(rng, [name for name, _ in plan.tools], count):
-            arguments = arguments_json(self._synthesize(schemas[name], f"tool '{name}'"))
+            schema = schemas[name]
+            arguments = arguments_json(self._synthesize(schema, f"tool '{name}'", "tools"))
             call_ids, call_pieces = self.tokenizer.tokenize(arguments)
             call_id = f"{rng.randrange(10**10):010d}"  # each protocol prefixes its own
             calls.append(
@@ -116,17 +117,21 @@ class ContentSource:
         return True
 
     def _json(self, seq: Sequence, plan: JsonPlan, max_model_len: int) -> None:
-        value = self._synthesize(plan.schema or _ANY_OBJECT, "response_format")
+        value = self._synthesize(plan.schema or _ANY_OBJECT, "response_format", "response_format")
         ids, pieces = self.tokenizer.tokenize(arguments_json(value))
         limit = seq.request.max_tokens or max_model_len - seq.prompt_tokens
         # Like a real model, a JSON answer that does not fit is cut off, mid-value.
         seq.finish_reason = FINISH_LENGTH if len(ids) > limit else FINISH_STOP
         seq.output_ids, seq.output_pieces = ids[:limit], pieces[:limit]
 
-    def _synthesize(self, schema: object, what: str) -> object:
+    def _synthesize(self, schema: object, what: str, param: str) -> object:
         if not isinstance(schema, dict):
-            raise RequestError(400, f"{what}: the schema must be an object")
+            raise RequestError(400, f"{what}: the schema must be an object", param)
         try:
             return synthesize(self._rng, schema, self.synthesis)
         except SynthesisError as error:
-            raise RequestError(400, f"cannot generate a value for {what}: {error}") from None
+            message = f"cannot generate a value for {what}: {error}"
+            raise RequestError(400, message, param) from None
+        except RecursionError:
+            message = f"cannot generate a value for {what}: the schema is nested too deeply"
+            raise RequestError(400, message, param) from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import logging
 import random
 import time
 from collections import deque
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.errors import RequestAborted, RequestError
+from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencyModel, LatencySettings
 from vllm_sim.engine.observer import EngineObserver, NullObserver
 from vllm_sim.engine.request import GenerationRequest
@@ -27,7 +29,12 @@ from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 # round trip: event-loop timers have millisecond granularity.
 _EARLY = 0.0005
 
+log = logging.getLogger("vllm_sim")
+
 QUEUE_FULL = "Failed to enqueue request, waiting requests queue is full"
+SLEEPING = "The model is sleeping: POST /wake_up before sending requests"
+CACHE_THRESHOLD = "cache_threshold"
+REMOTE_DECODE = "remote_decode"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +42,7 @@ class EngineLimits:
     max_num_seqs: int = 5
     max_waiting_queue_length: int = 1000
     max_model_len: int = 1024
+    block_size: int = 16
 
 
 class Engine:
@@ -48,6 +56,7 @@ class Engine:
         rng: random.Random,
         clock: Callable[[], float] = time.monotonic,
         observer: EngineObserver | None = None,
+        kv: KvCacheManager | None = None,
     ) -> None:
         self.limits = limits
         self._rng = rng
@@ -55,6 +64,8 @@ class Engine:
         self.content = content
         self._clock = clock
         self.observer: EngineObserver = observer or NullObserver()
+        self.kv = kv
+        self.sleeping = False
         self._queue: deque[Sequence] = deque()
         self.num_waiting = 0
         self.num_running = 0
@@ -84,8 +95,15 @@ class Engine:
 
     def submit(self, request: GenerationRequest) -> RequestStream:
         """Admits a request whole, or raises RequestError (context length, queue full)."""
+        if self.sleeping:
+            raise RequestError(503, SLEEPING)
         for prompt in request.prompts:
             self._check_context(request, len(prompt.token_ids))
+        if self.kv is not None:
+            for prompt in request.prompts:
+                prompt.block_hashes = self.kv.hashes(
+                    prompt.token_ids, request.model, prompt.features
+                )
         count = len(request.prompts) * request.n
         free = self.limits.max_num_seqs - self.num_running
         must_wait = count if self.num_waiting else max(count - free, 0)
@@ -151,7 +169,10 @@ class Engine:
         try:
             queue = self._queue
             while queue and self.num_running < self.limits.max_num_seqs:
-                seq = queue.popleft()
+                seq = queue[0]
+                if seq.state is SeqState.WAITING and not self._kv_fits(seq):
+                    break  # FIFO: the head waits for blocks to be released
+                queue.popleft()
                 if seq.state is not SeqState.WAITING:
                     continue
                 self.num_waiting -= 1
@@ -159,16 +180,30 @@ class Engine:
         finally:
             self._admitting = False
 
+    def _kv_fits(self, seq: Sequence) -> bool:
+        kv = self.kv
+        hashes = seq.prompt.block_hashes
+        return kv is None or not hashes or kv.cache.fits(hashes, seq.request.model)
+
     def _start(self, seq: Sequence) -> None:
         now = self._clock()
         seq.state = SeqState.RUNNING
         seq.t_started = now
         self.num_running += 1
+        if self._look_up_prefix(seq):
+            self._refuse_by_threshold(seq, now)
+            return
         try:
             self.content.generate(seq, self.limits.max_model_len)
         except RequestError as exc:
             self._fail(seq, exc)
             return
+        except Exception:  # a bug must cost this request, never its slot or the server
+            log.exception("generating request %s failed", seq.request.request_id)
+            self._fail(seq, RequestError(500, "Internal server error"))
+            return
+        if seq.request.do_remote_decode:
+            seq.finish_reason = REMOTE_DECODE  # the decode node continues this one
         # Prefix-cache hits (seq.cached_tokens) are looked up here, before the TTFT.
         # The sequence keeps the latency model it started under: a config update applies
         # to later requests, never to half of one.
@@ -179,6 +214,35 @@ class Engine:
         self.observer.sequence_started(seq)
         self._advance(seq, now + seq.ttft, now)
         seq.stream.notify()
+
+    def _look_up_prefix(self, seq: Sequence) -> bool:
+        """Holds the prompt's blocks and sets its cached tokens; True if the cache-hit
+        threshold refuses the sequence."""
+        request, kv = seq.request, self.kv
+        prompt_tokens = seq.prompt_tokens
+        if kv is not None and seq.prompt.block_hashes:
+            seq.cached_tokens = kv.start(
+                seq.uid, seq.prompt.block_hashes, seq.prompt.token_ids, request.model, None
+            )
+        if kv is not None:
+            self.observer.prefix_lookup(prompt_tokens, seq.cached_tokens)
+        if request.do_remote_prefill:
+            # The prefill node sent the prompt's KV: its full blocks count as cached.
+            block = self.limits.block_size
+            seq.cached_tokens = max(seq.cached_tokens, prompt_tokens // block * block)
+        if request.force_cache_threshold:
+            return True
+        if kv is None:
+            return False
+        threshold = kv.threshold(request.cache_hit_threshold)
+        hit_rate = seq.cached_tokens / prompt_tokens if prompt_tokens else 0.0
+        return threshold is not None and hit_rate < threshold
+
+    def _refuse_by_threshold(self, seq: Sequence, now: float) -> None:
+        """Answers at once, with no tokens: the router should send it elsewhere."""
+        seq.finish_reason = CACHE_THRESHOLD
+        self.observer.sequence_started(seq)
+        self._finish(seq, now)
 
     # ----------------------------------------------------------------- the token clock
     def _advance(self, seq: Sequence, deadline: float, now: float) -> None:
@@ -259,6 +323,8 @@ class Engine:
         seq.state = SeqState.FINISHED
         seq.t_finished = now
         self.num_running -= 1
+        if self.kv is not None:
+            self.kv.cache.finish(seq.uid)
         self.observer.sequence_finished(seq)
         seq.stream.sequence_finished()
         self._admit()
@@ -280,6 +346,8 @@ class Engine:
                 self.num_waiting -= 1  # its queue entry is skipped when reached
             elif seq.state is SeqState.RUNNING:
                 self.num_running -= 1  # its clock entry is skipped when popped
+                if self.kv is not None:
+                    self.kv.cache.finish(seq.uid)
             else:
                 continue
             seq.state = SeqState.ABORTED

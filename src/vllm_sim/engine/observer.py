@@ -37,6 +37,9 @@ class EngineObserver(Protocol):
     def sequence_failed(self, seq: Sequence) -> None:
         """The request failed after admission (e.g. its context overflowed): dropped."""
 
+    def prefix_lookup(self, queried_tokens: int, hit_tokens: int) -> None:
+        """A started sequence looked its prompt up in the prefix cache."""
+
 
 class NullObserver:
     """Records nothing: the engine's default when no recorder is attached."""
@@ -60,4 +63,7 @@ class NullObserver:
         pass
 
     def sequence_failed(self, seq: Sequence) -> None:
+        pass
+
+    def prefix_lookup(self, queried_tokens: int, hit_tokens: int) -> None:
         pass

@@ -14,6 +14,9 @@ class Prompt:
     token_ids: list[int]
     # Echo mode repeats this text; None means "echo the token ids" (pre-tokenized prompts).
     echo_text: str | None = None
+    # Multimodal features (render shape), so image blocks hash with their image.
+    features: Mapping[str, Mapping[str, Any]] | None = None
+    block_hashes: list[int] | None = None  # set by the engine when the KV cache is on
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,8 @@ class GenerationRequest:
     with_image: bool = False  # omni: an image follows the text
     tools: ToolPlan | None = None
     json_output: JsonPlan | None = None
+    cache_hit_threshold: float | None = None  # the request's own, if it sent one
+    force_cache_threshold: bool = False  # X-Cache-Threshold-Finish-Reason: true
     arrival_time: float = 0.0  # wall clock (time.time()) when the request arrived
     # Param named in a context-length error (the field that carried max_tokens, if any).
     max_tokens_field: str = "max_tokens"

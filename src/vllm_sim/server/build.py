@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections.abc import Callable, Coroutine
@@ -13,10 +14,14 @@ from vllm_sim.api.common import ApiContext, RequestIds
 from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.health import Readiness
 from vllm_sim.api.omni import ImageEmission
+from vllm_sim.api.sleep import SleepState
 from vllm_sim.config import Config, FakeMetrics
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.generation.toolcalls import SynthesisSettings
+from vllm_sim.engine.kvcache.cache import BlockCache
+from vllm_sim.engine.kvcache.events import KvEventPublisher, offset_endpoint, topic_for
+from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.settings import latency_from_config, limits_from_config
 from vllm_sim.engine.stats import MetricsRecorder
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
@@ -58,7 +63,9 @@ def build_instance(cfg: Config, port: int) -> Instance:
     rng = random.Random(cfg.seed)
     tokenizer = SimulatedTokenizer()
     content = ContentSource(cfg.mode, tokenizer, rng, SynthesisSettings.from_config(cfg))
-    engine = Engine(limits_from_config(cfg), latency_from_config(cfg), content, rng)
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = []
+    kv = _kv_cache(cfg, port, background)
+    engine = Engine(limits_from_config(cfg), latency_from_config(cfg), content, rng, kv=kv)
     failures = FailureInjector(cfg.model, rng)
     images = ImageEmission(cfg.omni, rng)
     ctx = ApiContext(
@@ -74,11 +81,13 @@ def build_instance(cfg: Config, port: int) -> Instance:
         failures=failures,
         images=images,
         skip_tool_validation=cfg.skip_tool_validation,
+        block_size=cfg.block_size,
+        pod_ip=cfg.pod_ip,
+        kv_enabled=kv is not None,
     )
     readiness = Readiness(cfg.startup_duration / 1e9)
     metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len)
     metrics.cache_config.labels(str(cfg.block_size), str(cfg.kv_cache_size)).set(1)
-    background: list[Callable[[], Coroutine[Any, Any, None]]] = []
     on_fake: Callable[[FakeMetrics], None] | None = None
     if cfg.fake_metrics is None:
         _real_metrics(metrics, engine, cfg.max_loras, record=not cfg.disable_log_stats)
@@ -87,14 +96,18 @@ def build_instance(cfg: Config, port: int) -> Instance:
         background.append(driver.run)
         on_fake = driver.update
     control = RuntimeControl(cfg, engine, failures, images, on_fake)
-    routes = build_routes(ctx, metrics.registry, readiness, control)
+    sleep = SleepState(engine, cfg.enable_sleep_mode) if cfg.vllm_dev_mode else None
+    routes = build_routes(ctx, metrics.registry, readiness, control, sleep)
     app = App(routes, cfg.max_request_body_size_mb * MB)
     return Instance(cfg, port, app, engine, readiness, control, background)
 
 
 def _real_metrics(metrics: VllmMetrics, engine: Engine, max_loras: int, record: bool) -> None:
+    kv = engine.kv
     state = SchedulerGauges(
-        running=lambda: engine.num_running, waiting=lambda: engine.num_waiting, kv_usage=lambda: 0.0
+        running=lambda: engine.num_running,
+        waiting=lambda: engine.num_waiting,
+        kv_usage=lambda: 0.0 if kv is None else kv.cache.usage,
     )
     metrics.register(live_gauges(metrics.model_name, state), request_families=record)
     metrics.lora_info.labels(str(max_loras), "", "").set(int(time.time()))
@@ -119,3 +132,38 @@ def _fake_metrics(metrics: VllmMetrics, engine: Engine, cfg: Config) -> FakeMetr
         cfg.fake_metrics_refresh_interval / 1e9,
         set_load_running,
     )
+
+
+def _kv_cache(
+    cfg: Config, port: int, background: list[Callable[[], Coroutine[Any, Any, None]]]
+) -> KvCacheManager | None:
+    """The prefix cache and its event publisher, when --enable-kvcache is on."""
+    if not cfg.enable_kvcache:
+        return None
+    publish = None
+    if cfg.zmq_endpoint:
+        rank = max(cfg.data_parallel_rank, 0)
+        publisher = KvEventPublisher(
+            offset_endpoint(cfg.zmq_endpoint, rank),
+            topic_for(cfg.pod_ip, port, cfg.model),
+            cfg.event_batch_size,
+            cfg.use_vllm_map_event_format,
+            rank,
+            replay_endpoint=offset_endpoint(cfg.kv_events_replay_endpoint, rank)
+            if cfg.kv_events_replay_endpoint
+            else "",
+            replay_queue_size=cfg.kv_events_replay_queue_size,
+        )
+        publish = publisher.publish
+
+        async def run_publisher() -> None:
+            await publisher.start()
+            try:
+                await asyncio.Event().wait()  # until the server stops and cancels this
+            finally:
+                await publisher.close()
+
+        background.append(run_publisher)
+    cache = BlockCache(cfg.kv_cache_size, cfg.block_size, publish)
+    cache.loaded_models.update([cfg.model, *cfg.served_model_name])
+    return KvCacheManager(cache, cfg.hash_seed, cfg.global_cache_hit_threshold)

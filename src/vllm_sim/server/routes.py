@@ -8,6 +8,7 @@ from vllm_sim.api import anthropic, chat, completions, models, render, responses
 from vllm_sim.api.admin import RuntimeControl, admin_handlers
 from vllm_sim.api.common import ApiContext
 from vllm_sim.api.health import Readiness, health, metrics_handler, readiness_handler
+from vllm_sim.api.sleep import SleepState, sleep_handlers
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.metrics.exposition import Registry
 from vllm_sim.server.app import Route
@@ -43,18 +44,15 @@ def _bind_generation(
 
 
 def build_routes(
-    ctx: ApiContext, registry: Registry, readiness: Readiness, control: RuntimeControl
+    ctx: ApiContext,
+    registry: Registry,
+    readiness: Readiness,
+    control: RuntimeControl,
+    sleep: SleepState | None = None,
 ) -> list[Route]:
     show_config, update_config, update_fake_metrics = admin_handlers(control)
-    return [
-        Route("/v1/chat/completions", {"POST": _bind_generation(ctx, chat.handle)}, True),
-        Route("/v1/completions", {"POST": _bind_generation(ctx, completions.handle)}, True),
-        Route("/v1/responses", {"POST": _bind_generation(ctx, responses.handle)}, True),
-        Route(
-            "/v1/messages",
-            {"POST": _bind_generation(ctx, anthropic.handle, anthropic.error_body)},
-            True,
-        ),
+    routes = [
+        *_generation_routes(ctx),
         Route("/v1/completions/render", {"POST": _bind(ctx, render.render_completion)}),
         Route("/v1/chat/completions/render", {"POST": _bind(ctx, render.render_chat)}),
         Route("/tokenize", {"POST": _bind(ctx, tokenize.tokenize)}),
@@ -65,4 +63,26 @@ def build_routes(
         Route("/metrics", {"GET": metrics_handler(registry)}),
         Route("/admin/config", {"GET": show_config, "POST": update_config}),
         Route("/fake_metrics", {"POST": update_fake_metrics}),
+    ]
+    if sleep is not None:  # vLLM serves these in dev mode only (VLLM_SERVER_DEV_MODE=1)
+        to_sleep, wake_up, is_sleeping = sleep_handlers(sleep)
+        routes += [
+            Route("/sleep", {"POST": to_sleep}),
+            Route("/wake_up", {"POST": wake_up}),
+            Route("/is_sleeping", {"GET": is_sleeping}),
+        ]
+    return routes
+
+
+def _generation_routes(ctx: ApiContext) -> list[Route]:
+    """The endpoints that run the engine (refused with 503 while draining)."""
+    return [
+        Route("/v1/chat/completions", {"POST": _bind_generation(ctx, chat.handle)}, True),
+        Route("/v1/completions", {"POST": _bind_generation(ctx, completions.handle)}, True),
+        Route("/v1/responses", {"POST": _bind_generation(ctx, responses.handle)}, True),
+        Route(
+            "/v1/messages",
+            {"POST": _bind_generation(ctx, anthropic.handle, anthropic.error_body)},
+            True,
+        ),
     ]

@@ -1,0 +1,1 @@
+"""Simulated KV cache: block hashing, the prefix cache and KV events."""

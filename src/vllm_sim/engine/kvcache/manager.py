@@ -1,0 +1,68 @@
+"""What the engine asks of the KV cache: room at admission, hits at start, release at end.
+
+Hashes are computed once per prompt (shared by its `n` copies) when the request is
+submitted; the cache-hit threshold is decided here too, right after the lookup, so a
+refused request has still stored its blocks, as on a real prefix cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from vllm_sim.engine.errors import RequestError
+from vllm_sim.engine.kvcache.cache import BlockCache, Lora
+from vllm_sim.engine.kvcache.hashing import block_hashes, mm_block_extras
+
+
+class KvCacheManager:
+    def __init__(self, cache: BlockCache, hash_seed: str, global_threshold: float) -> None:
+        self.cache = cache
+        self.hash_seed = hash_seed
+        self.global_threshold = global_threshold
+
+    @property
+    def block_size(self) -> int:
+        return self.cache.block_size
+
+    def hashes(
+        self,
+        token_ids: Sequence[int],
+        model: str,
+        features: Mapping[str, Mapping[str, Sequence[object]]] | None = None,
+    ) -> list[int]:
+        """The prompt's full-block hashes; 400 if it could never fit in the cache."""
+        bs = self.cache.block_size
+        count = len(token_ids) // bs
+        extras = None
+        if features and features.get("mm_hashes"):
+            extras = mm_block_extras(
+                count,
+                bs,
+                features["mm_hashes"],  # type: ignore[arg-type]
+                features.get("mm_placeholders", {}),  # type: ignore[arg-type]
+            )
+        hashes = block_hashes(token_ids, bs, model, self.hash_seed, extras)
+        if len(hashes) > self.cache.capacity:
+            raise RequestError(
+                400,
+                f"the prompt needs {len(hashes)} KV-cache blocks of {bs} tokens, more than the "
+                f"whole cache holds ({self.cache.capacity} blocks, --kv-cache-size)",
+            )
+        return hashes
+
+    def threshold(self, requested: float | None) -> float | None:
+        """The hit-rate threshold in force: the request's if valid, else the global one."""
+        if requested is not None and 0.0 <= requested <= 1.0:
+            return requested
+        return self.global_threshold if self.global_threshold > 0 else None
+
+    def start(
+        self,
+        uid: int,
+        hashes: Sequence[int],
+        token_ids: Sequence[int],
+        model: str,
+        lora: Lora | None,
+    ) -> int:
+        """Holds the blocks; returns the cached prefix in tokens."""
+        return self.cache.start(uid, hashes, token_ids, model, lora) * self.cache.block_size
