@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import os
 import signal
 import socket
 import subprocess
@@ -36,10 +37,13 @@ def free_port() -> int:
 class Server:
     """`with Server(name, argv, port) as server:` starts, waits for /health, then stops."""
 
-    def __init__(self, name: str, argv: list[str], port: int) -> None:
+    def __init__(
+        self, name: str, argv: list[str], port: int, env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.argv = argv
         self.port = port
+        self.env = None if env is None else {**os.environ, **env}
         self.process: subprocess.Popen[bytes] | None = None
         self.log: IO[bytes] | None = None
         self.exit_code: int | None = None
@@ -70,7 +74,12 @@ class Server:
         self.log = tempfile.TemporaryFile()  # noqa: SIM115
         spawned = time.monotonic()
         self.process = subprocess.Popen(
-            self.argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log
+            self.argv,
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=self.log,
         )
         pin(self.process.pid, SERVER_CPU)
         self._wait_ready()
@@ -144,10 +153,12 @@ def peak_rss_mib(pid: int) -> float:
     return int(line.split()[1]) / 1024 if line else 0.0
 
 
-def simulator(model: str, args: list[str]) -> Server:
+def simulator(
+    model: str, args: list[str], name: str = "simulator", env: dict[str, str] | None = None
+) -> Server:
     port = free_port()
     argv = [sys.executable, "-m", "vllm_sim", "--model", model, "--port", str(port)]
-    return Server("simulator", [*argv, "--seed", SEED, *args], port)
+    return Server(name, [*argv, "--seed", SEED, *args], port, env)
 
 
 def baseline(model: str, args: list[str], name: str = "baseline") -> Server:

@@ -416,6 +416,30 @@ def test_block_hashes_with_extras_match_reference_chain(data: st.DataObject) -> 
     assert block_hashes(tokens, 8, "m", "", extras) == reference_chain(tokens, 8, "m", "", extras)
 
 
+@pytest.mark.parametrize(
+    "tokens",
+    [
+        [65536] * 15 + [65535],  # one id just below the 32-bit fast path
+        [2**32 - 1] * 15 + [2**32],  # one id just above it
+        [70000, 2**32 - 1] * 8,
+        [23] * 8 + [24] * 8,
+        [255] * 8 + [256] * 8,
+        [0] * 16,
+        [2**64 - 1] * 16,
+    ],
+)
+def test_width_boundaries_match_reference_chain(tokens: list[int]) -> None:
+    assert block_hashes(tokens, 8, "m", "") == reference_chain(tokens, 8, "m", "")
+
+
+@pytest.mark.parametrize("parent", [0, 23, 2**32 - 1, 2**32, MAX_U64])
+def test_chain_step_parent_head_widths(parent: int) -> None:
+    # Real parents are below 2**32 only once in 2**32 chains; the short head is tested directly.
+    body = canonical_cbor(list(range(16))) + b"\xf6"
+    expected = reference_fnv(canonical_cbor([parent, list(range(16)), None]))
+    assert hashing._chain_step(parent, body) == expected
+
+
 def test_empty_extra_is_text_only() -> None:
     tokens = list(range(32))
     assert block_hashes(tokens, 16, "m", "", [[], None]) == block_hashes(tokens, 16, "m", "")

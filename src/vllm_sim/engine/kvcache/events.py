@@ -37,8 +37,8 @@ MEDIUM = "GPU"
 SENTINEL_SEQ = b"\xff" * 8
 """The seq frame of the replay end marker (0xFFFFFFFFFFFFFFFF)."""
 
-PUB_SNDHWM = 10_000
-"""Batches queued per subscriber before the PUB socket drops (never blocks)."""
+PUB_SNDHWM = 1000
+"""Batches queued per subscriber before the PUB socket drops them (it never blocks)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,14 @@ refused request has still stored its blocks, as on a real prefix cache.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.kvcache.cache import BlockCache, Lora
 from vllm_sim.engine.kvcache.hashing import block_hashes, mm_block_extras
+
+_RECENT_PROMPTS = 4096
 
 
 class KvCacheManager:
@@ -19,6 +22,8 @@ class KvCacheManager:
         self.cache = cache
         self.hash_seed = hash_seed
         self.global_threshold = global_threshold
+        # Prompts repeat (that is what a prefix cache is for): remember recent chains.
+        self._recent: OrderedDict[tuple[str, tuple[int, ...]], list[int]] = OrderedDict()
 
     @property
     def block_size(self) -> int:
@@ -33,6 +38,34 @@ class KvCacheManager:
         """The prompt's full-block hashes; 400 if it could never fit in the cache."""
         bs = self.cache.block_size
         count = len(token_ids) // bs
+        if not features:
+            key = (model, tuple(token_ids[: count * bs]))
+            hashes = self._recent.get(key)
+            if hashes is None:
+                hashes = self._chain(token_ids, model, count, None)
+                self._recent[key] = hashes
+                if len(self._recent) > _RECENT_PROMPTS:
+                    self._recent.popitem(last=False)
+            else:
+                self._recent.move_to_end(key)
+        else:
+            hashes = self._chain(token_ids, model, count, features)
+        if len(hashes) > self.cache.capacity:
+            raise RequestError(
+                400,
+                f"the prompt needs {len(hashes)} KV-cache blocks of {bs} tokens, more than the "
+                f"whole cache holds ({self.cache.capacity} blocks, --kv-cache-size)",
+            )
+        return hashes
+
+    def _chain(
+        self,
+        token_ids: Sequence[int],
+        model: str,
+        count: int,
+        features: Mapping[str, Mapping[str, Sequence[object]]] | None,
+    ) -> list[int]:
+        bs = self.cache.block_size
         extras = None
         if features and features.get("mm_hashes"):
             extras = mm_block_extras(
@@ -41,14 +74,7 @@ class KvCacheManager:
                 features["mm_hashes"],  # type: ignore[arg-type]
                 features.get("mm_placeholders", {}),  # type: ignore[arg-type]
             )
-        hashes = block_hashes(token_ids, bs, model, self.hash_seed, extras)
-        if len(hashes) > self.cache.capacity:
-            raise RequestError(
-                400,
-                f"the prompt needs {len(hashes)} KV-cache blocks of {bs} tokens, more than the "
-                f"whole cache holds ({self.cache.capacity} blocks, --kv-cache-size)",
-            )
-        return hashes
+        return block_hashes(token_ids, bs, model, self.hash_seed, extras)
 
     def threshold(self, requested: float | None) -> float | None:
         """The hit-rate threshold in force: the request's if valid, else the global one."""
