@@ -67,6 +67,8 @@ class ApiContext:
         block_size: int = 16,
         pod_ip: str = "",
         kv_enabled: bool = False,
+        mm_encoder_only: bool = False,
+        default_embedding_dimensions: int = 384,
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
@@ -84,6 +86,8 @@ class ApiContext:
         self.block_size = block_size
         self.pod_ip = pod_ip
         self.kv_enabled = kv_enabled
+        self.mm_encoder_only = mm_encoder_only
+        self.default_embedding_dimensions = default_embedding_dimensions
         self._served = frozenset(served_model_names)
 
     def resolve_model(self, name: str | None) -> str:

@@ -49,8 +49,10 @@ class ContentSource:
         tokenizer: Tokenizer,
         rng: random.Random,
         synthesis: SynthesisSettings | None = None,
+        encoder_only: bool = False,
     ) -> None:
         self.mode = mode
+        self.encoder_only = encoder_only
         self.synthesis = synthesis or SynthesisSettings()
         self.tokenizer = tokenizer
         self._rng = rng
@@ -60,6 +62,9 @@ class ContentSource:
     def generate(self, seq: Sequence, max_model_len: int) -> None:
         """Raises RequestError when a schema cannot be satisfied."""
         request = seq.request
+        if self.encoder_only:
+            self._placeholder_output(seq)
+            return
         if request.tools is not None and self._tool_calls(seq, request.tools):
             return
         if request.json_output is not None:
@@ -75,6 +80,13 @@ class ContentSource:
         seq.output_ids, seq.output_pieces = self._bank.generate(self._rng, length)
         max_len = request.max_tokens if request.max_tokens is not None else limit
         seq.finish_reason = FINISH_LENGTH if length >= max_len else FINISH_STOP
+
+    def _placeholder_output(self, seq: Sequence) -> None:
+        """An encoder-only node produces no text: `max_tokens` copies of `!`, cut by length."""
+        ids, pieces = self.tokenizer.tokenize("!")
+        count = seq.request.max_tokens or 1
+        seq.output_ids, seq.output_pieces = ids * count, pieces * count
+        seq.finish_reason = FINISH_LENGTH
 
     def _echo(self, seq: Sequence) -> None:
         prompt = seq.prompt

@@ -62,7 +62,9 @@ def pod_headers(cfg: Config, port: int) -> Headers:
 def build_instance(cfg: Config, port: int) -> Instance:
     rng = random.Random(cfg.seed)
     tokenizer = SimulatedTokenizer()
-    content = ContentSource(cfg.mode, tokenizer, rng, SynthesisSettings.from_config(cfg))
+    content = ContentSource(
+        cfg.mode, tokenizer, rng, SynthesisSettings.from_config(cfg), cfg.mm_encoder_only
+    )
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
     kv = _kv_cache(cfg, port, background)
     engine = Engine(limits_from_config(cfg), latency_from_config(cfg), content, rng, kv=kv)
@@ -84,6 +86,8 @@ def build_instance(cfg: Config, port: int) -> Instance:
         block_size=cfg.block_size,
         pod_ip=cfg.pod_ip,
         kv_enabled=kv is not None,
+        mm_encoder_only=cfg.mm_encoder_only,
+        default_embedding_dimensions=cfg.default_embedding_dimensions,
     )
     readiness = Readiness(cfg.startup_duration / 1e9)
     metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len)

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from vllm_sim.api import anthropic, chat, completions, models, render, responses, tokenize
+from vllm_sim.api import (
+    anthropic,
+    chat,
+    completions,
+    generate,
+    models,
+    render,
+    responses,
+    tokenize,
+)
 from vllm_sim.api.admin import RuntimeControl, admin_handlers
 from vllm_sim.api.common import ApiContext
 from vllm_sim.api.health import Readiness, health, metrics_handler, readiness_handler
@@ -80,6 +89,7 @@ def _generation_routes(ctx: ApiContext) -> list[Route]:
         Route("/v1/chat/completions", {"POST": _bind_generation(ctx, chat.handle)}, True),
         Route("/v1/completions", {"POST": _bind_generation(ctx, completions.handle)}, True),
         Route("/v1/responses", {"POST": _bind_generation(ctx, responses.handle)}, True),
+        Route("/inference/v1/generate", {"POST": _bind_generation(ctx, generate.handle)}, True),
         Route(
             "/v1/messages",
             {"POST": _bind_generation(ctx, anthropic.handle, anthropic.error_body)},

@@ -1,0 +1,176 @@
+"""POST /inference/v1/generate: vLLM's token-in, token-out endpoint.
+
+The prompt arrives as token ids and is never re-tokenized; the answer is token ids. It runs
+through the same engine as the text endpoints (queue, latency, KV cache, metrics, P/D).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from vllm_sim.api.common import ApiContext, check_positive, decode_body, unix_now, wait_for_result
+from vllm_sim.api.streaming import OpenAIStreamErrors, json_str, sse_events
+from vllm_sim.api.transfer import KvTransferParams, check_transfer, prefill_answer
+from vllm_sim.api.usage import usage_of
+from vllm_sim.engine.errors import RequestError
+from vllm_sim.engine.request import GenerationRequest, Prompt
+from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.server.http import AnyResponse, HttpRequest, StreamingResponse, json_response
+
+TokenId = Annotated[int, msgspec.Meta(ge=0, lt=2**32)]
+# What an encoder-only node hands the decoder for each multimodal item (vLLM's EC connector).
+_EC_ENTRY = {
+    "peer_host": "DUMMY",
+    "peer_port": 1234,
+    "size_bytes": 2359296,
+    "nixl_agent_metadata_b64": "TklYTF9NRVRBREFUQV9QTEFDRUhPTERFUg==",
+}
+
+
+class SamplingParams(msgspec.Struct):
+    max_tokens: int | None = None
+    extra_args: dict[str, Any] | None = None
+
+
+class StreamOptions(msgspec.Struct):
+    include_usage: bool | None = None
+
+
+class Features(msgspec.Struct):
+    mm_hashes: dict[str, list[str]] | None = None
+
+
+class GenerateRequest(msgspec.Struct):
+    token_ids: list[TokenId] | None = None
+    sampling_params: SamplingParams | None = None
+    model: str | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    ignore_eos: bool | None = None
+    kv_transfer_params: KvTransferParams | None = None
+    features: Features | None = None
+
+
+_decoder = msgspec.json.Decoder(GenerateRequest)
+
+
+def _transfer(body: GenerateRequest, params: SamplingParams) -> KvTransferParams:
+    """The root kv_transfer_params, else the one vLLM's router puts in extra_args."""
+    if body.kv_transfer_params is not None:
+        return body.kv_transfer_params
+    nested = (params.extra_args or {}).get("kv_transfer_params")
+    if nested is None:
+        return KvTransferParams()
+    try:
+        return msgspec.convert(nested, KvTransferParams)
+    except msgspec.ValidationError as error:
+        raise RequestError(
+            400, f"invalid kv_transfer_params: {error}", "sampling_params.extra_args"
+        ) from None
+
+
+def _validate(body: GenerateRequest) -> tuple[list[int], SamplingParams]:
+    if body.token_ids is None:
+        raise RequestError(400, "Missing input token_ids", "token_ids")
+    if body.sampling_params is None:
+        raise RequestError(400, "Missing sampling_params field", "sampling_params")
+    params = body.sampling_params
+    check_positive(
+        params.max_tokens,
+        "Max completion tokens and max tokens should be positive",
+        "sampling_params.max_tokens",
+    )
+    if body.ignore_eos and params.max_tokens is None:
+        raise RequestError(
+            400,
+            "Ignore_eos is true but max_completion_tokens (or max_tokens) is not set",
+            "ignore_eos",
+        )
+    return list(body.token_ids), params
+
+
+async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+    body = decode_body(request.body, _decoder)
+    ctx.failures.check(request)
+    request_id = ctx.request_id(request)
+    model = ctx.resolve_model(body.model)
+    token_ids, params = _validate(body)
+    transfer = _transfer(body, params)
+    check_transfer(transfer, bool(body.stream))
+    generation = GenerationRequest(
+        request_id=request_id,
+        model=model,
+        prompts=[Prompt(token_ids)],
+        max_tokens=params.max_tokens,
+        ignore_eos=bool(body.ignore_eos),
+        arrival_time=unix_now(),
+        max_tokens_field="sampling_params.max_tokens",
+        do_remote_prefill=transfer.do_remote_prefill,
+        do_remote_decode=transfer.do_remote_decode,
+    )
+    stream = ctx.engine.submit(generation)
+    headers = ctx.response_headers(request_id)
+    if body.stream:
+        include_usage = body.stream_options is not None and bool(body.stream_options.include_usage)
+        encoder = TokenFrames(request_id, include_usage)
+        return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
+    await wait_for_result(stream, request)
+    seq = stream.sequences[0]
+    answer: dict[str, Any] = {
+        "request_id": request_id,
+        "choices": [{"index": 0, "finish_reason": seq.finish_reason, "token_ids": seq.output_ids}],
+        "ec_transfer_params": _ec_params(ctx, body.features),
+    }
+    if transfer.do_remote_decode:
+        answer["kv_transfer_params"] = prefill_answer(seq, ctx.pod_ip, ctx.block_size)
+    return json_response(answer, headers=headers)
+
+
+def _ec_params(ctx: ApiContext, features: Features | None) -> dict[str, Any] | None:
+    """Encoder-only nodes say where each item's encoder output can be fetched."""
+    if not ctx.mm_encoder_only or features is None:
+        return None
+    hashes = [h for items in (features.mm_hashes or {}).values() for h in items]
+    return {h: dict(_EC_ENTRY) for h in hashes}
+
+
+class TokenFrames(OpenAIStreamErrors):
+    """One frame per token; the last token's frame carries the finish reason."""
+
+    def __init__(self, request_id: str, include_usage: bool) -> None:
+        self._head = b'data: {"request_id":' + json_str(request_id) + b',"choices":[{"index":0,'
+        self._request_id = request_id
+        self._include_usage = include_usage
+
+    def opening(self, seq: Sequence) -> bytes:
+        return b""
+
+    def _frame(self, token_ids: list[int], finish: str | None) -> bytes:
+        reason = b"null" if finish is None else json_str(finish)
+        ids = msgspec.json.encode(token_ids)
+        return self._head + b'"finish_reason":' + reason + b',"token_ids":' + ids + b"}]}\n\n"
+
+    def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
+        ids = seq.output_ids
+        last = len(ids) - 1
+        return b"".join(
+            self._frame([ids[i]], seq.finish_reason if i == last and seq.finished else None)
+            for i in range(start, end)
+        )
+
+    def finish(self, seq: Sequence) -> bytes:
+        if seq.output_ids:
+            return b""  # the last token frame already said why it stopped
+        return self._frame([], seq.finish_reason)
+
+    def closing(self, stream: RequestStream) -> bytes:
+        if not self._include_usage:
+            return b"data: [DONE]\n\n"
+        usage = {
+            "request_id": self._request_id,
+            "choices": [],
+            "usage": usage_of(stream.sequences).openai_json(),
+        }
+        return b"data: " + msgspec.json.encode(usage) + b"\n\ndata: [DONE]\n\n"
