@@ -97,6 +97,8 @@ class ApiContext:
         """
         if not name or name in self._served:
             return self.display_model
+        if name in self.engine.loras:
+            return name  # an adapter keeps its own name in answers, metrics and KV events
         raise RequestError(404, f"The model `{name}` does not exist.", param="model")
 
     def request_id(self, request: HttpRequest) -> str:

@@ -1,4 +1,4 @@
-"""GET /v1/models: the served names (and later, adapters) as vLLM lists them."""
+"""GET /v1/models: the served names and the loaded LoRA adapters, as vLLM lists them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,19 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
             "permission": [_permission(name, created)],
         }
         for name in ctx.served_model_names
+    ]
+    data += [
+        {
+            "id": name,
+            "object": "model",
+            "created": created,
+            "owned_by": "vllm",
+            "root": path,
+            "parent": ctx.display_model,
+            "max_model_len": ctx.max_model_len,
+            "permission": [_permission(name, created)],
+        }
+        for name, path in ctx.engine.loras.paths.items()
     ]
     return json_response({"object": "list", "data": data})
 

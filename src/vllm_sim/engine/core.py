@@ -19,8 +19,10 @@ from dataclasses import dataclass
 
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.errors import RequestAborted, RequestError
+from vllm_sim.engine.kvcache.cache import Lora
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencyModel, LatencySettings
+from vllm_sim.engine.lora import LoraRegistry, LoraSlots
 from vllm_sim.engine.observer import EngineObserver, NullObserver
 from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
@@ -43,6 +45,8 @@ class EngineLimits:
     max_waiting_queue_length: int = 1000
     max_model_len: int = 1024
     block_size: int = 16
+    max_loras: int = 1
+    max_cpu_loras: int = 1
 
 
 class Engine:
@@ -66,6 +70,10 @@ class Engine:
         self.observer: EngineObserver = observer or NullObserver()
         self.kv = kv
         self.sleeping = False
+        self.loras = LoraRegistry()
+        self.lora_slots = LoraSlots(
+            limits.max_loras, limits.max_cpu_loras, self._lora_loaded, self._lora_unloaded
+        )
         self._queue: deque[Sequence] = deque()
         self.num_waiting = 0
         self.num_running = 0
@@ -97,6 +105,8 @@ class Engine:
         """Admits a request whole, or raises RequestError (context length, queue full)."""
         if self.sleeping:
             raise RequestError(503, SLEEPING)
+        if request.model in self.loras:
+            request.lora = request.model
         for prompt in request.prompts:
             self._check_context(request, len(prompt.token_ids))
         if self.kv is not None:
@@ -167,18 +177,34 @@ class Engine:
             return  # a sequence finished inline while we were admitting: the loop continues
         self._admitting = True
         try:
-            queue = self._queue
-            while queue and self.num_running < self.limits.max_num_seqs:
-                seq = queue[0]
-                if seq.state is SeqState.WAITING and not self._kv_fits(seq):
-                    break  # FIFO: the head waits for blocks to be released
-                queue.popleft()
-                if seq.state is not SeqState.WAITING:
-                    continue
+            while self.num_running < self.limits.max_num_seqs:
+                seq = self._pop_admissible()
+                if seq is None:
+                    break
                 self.num_waiting -= 1
                 self._start(seq)
         finally:
             self._admitting = False
+
+    def _pop_admissible(self) -> Sequence | None:
+        """The oldest waiting sequence that may start now, taken off the queue.
+
+        A LoRA sequence whose adapter cannot get a slot is passed over (others may run);
+        a sequence whose KV blocks do not fit holds everyone behind it (FIFO)."""
+        queue = self._queue
+        while queue and queue[0].state is not SeqState.WAITING:
+            queue.popleft()  # aborted while waiting
+        for index, seq in enumerate(queue):
+            if seq.state is not SeqState.WAITING:
+                continue
+            lora = seq.request.lora
+            if lora is not None and not self.lora_slots.can_run(lora):
+                continue
+            if not self._kv_fits(seq):
+                return None
+            del queue[index]
+            return seq
+        return None
 
     def _kv_fits(self, seq: Sequence) -> bool:
         kv = self.kv
@@ -190,6 +216,8 @@ class Engine:
         seq.state = SeqState.RUNNING
         seq.t_started = now
         self.num_running += 1
+        if seq.request.lora is not None:
+            seq.lora_slot = self.lora_slots.acquire(seq.request.lora)
         if self._look_up_prefix(seq):
             self._refuse_by_threshold(seq, now)
             return
@@ -221,8 +249,9 @@ class Engine:
         request, kv = seq.request, self.kv
         prompt_tokens = seq.prompt_tokens
         if kv is not None and seq.prompt.block_hashes:
+            lora = Lora(seq.lora_slot, request.lora) if request.lora else None
             seq.cached_tokens = kv.start(
-                seq.uid, seq.prompt.block_hashes, seq.prompt.token_ids, request.model, None
+                seq.uid, seq.prompt.block_hashes, seq.prompt.token_ids, request.model, lora
             )
         if kv is not None:
             self.observer.prefix_lookup(prompt_tokens, seq.cached_tokens)
@@ -322,12 +351,26 @@ class Engine:
     def _finish(self, seq: Sequence, now: float) -> None:
         seq.state = SeqState.FINISHED
         seq.t_finished = now
-        self.num_running -= 1
-        if self.kv is not None:
-            self.kv.cache.finish(seq.uid)
+        self._release(seq)
         self.observer.sequence_finished(seq)
         seq.stream.sequence_finished()
         self._admit()
+
+    def _release(self, seq: Sequence) -> None:
+        """Gives back what a running sequence holds: its slot, KV blocks and LoRA slot use."""
+        self.num_running -= 1
+        if self.kv is not None:
+            self.kv.cache.finish(seq.uid)
+        if seq.request.lora is not None:
+            self.lora_slots.release(seq.request.lora)
+
+    def _lora_loaded(self, name: str) -> None:
+        if self.kv is not None:
+            self.kv.cache.loaded_models.add(name)
+
+    def _lora_unloaded(self, name: str) -> None:
+        if self.kv is not None:
+            self.kv.cache.loaded_models.discard(name)
 
     def _fail(self, seq: Sequence, error: RequestError) -> None:
         """A sequence failed after admission: the whole request fails, siblings stop."""
@@ -345,9 +388,7 @@ class Engine:
             if seq.state is SeqState.WAITING:
                 self.num_waiting -= 1  # its queue entry is skipped when reached
             elif seq.state is SeqState.RUNNING:
-                self.num_running -= 1  # its clock entry is skipped when popped
-                if self.kv is not None:
-                    self.kv.cache.finish(seq.uid)
+                self._release(seq)  # its clock entry is skipped when popped
             else:
                 continue
             seq.state = SeqState.ABORTED

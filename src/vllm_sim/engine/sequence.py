@@ -46,6 +46,7 @@ class Sequence:
         "index",
         "itl_delays",
         "latency",
+        "lora_slot",
         "output_ids",
         "output_pieces",
         "prompt",
@@ -102,6 +103,7 @@ class Sequence:
         self.t_first_token: float | None = None
         self.t_finished: float | None = None
         self.waited = False  # True once it had to wait in the queue for a slot
+        self.lora_slot = 0  # the adapter's 1-based slot while a LoRA sequence runs
 
     @property
     def seq_id(self) -> str:

@@ -12,6 +12,9 @@ def limits_from_config(cfg: Config) -> EngineLimits:
         max_num_seqs=cfg.max_num_seqs,
         max_waiting_queue_length=cfg.max_waiting_queue_length,
         max_model_len=cfg.max_model_len,
+        block_size=cfg.block_size,
+        max_loras=cfg.max_loras,
+        max_cpu_loras=cfg.max_cpu_loras,
     )
 
 

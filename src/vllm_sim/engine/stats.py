@@ -9,7 +9,9 @@ into older GC generations, which costs more than it saves), on series looked up 
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
+from collections import Counter
 
 from vllm_sim.engine.sequence import Sequence
 from vllm_sim.metrics.catalogue import VllmMetrics
@@ -28,8 +30,11 @@ def _observe(series: HistogramSeries, value: float) -> None:
 class MetricsRecorder:
     """An EngineObserver that keeps the request families of a VllmMetrics current."""
 
-    def __init__(self, metrics: VllmMetrics) -> None:
+    def __init__(self, metrics: VllmMetrics, max_loras: int = 1) -> None:
         model = metrics.model_name
+        self._max_lora = str(max_loras)
+        self._lora_waiting: Counter[str] = Counter()
+        self._lora_running: Counter[str] = Counter()
         self._model = model
         self._metrics = metrics
         self._itl = metrics.itl.labels(model)
@@ -55,9 +60,17 @@ class MetricsRecorder:
         }
 
     def sequence_queued(self, seq: Sequence) -> None:
-        pass  # the waiting gauge reads the engine's own count
+        lora = seq.request.lora
+        if lora is not None:
+            self._lora_waiting[lora] += 1
+            self._loras_changed()
 
     def sequence_started(self, seq: Sequence) -> None:
+        lora = seq.request.lora
+        if lora is not None:
+            self._lora_waiting[lora] -= 1
+            self._lora_running[lora] += 1
+            self._loras_changed()
         if seq.waited and seq.t_started is not None and seq.t_enqueued is not None:
             _observe(self._queue, seq.t_started - seq.t_enqueued)
 
@@ -72,15 +85,35 @@ class MetricsRecorder:
         itl.sum += delay * count
 
     def sequence_finished(self, seq: Sequence) -> None:
+        self._lora_ended(seq)
         reason = seq.finish_reason or "stop"
         self._record_end(seq, _ENGINE_REASON.get(reason, reason), seq.completion_tokens)
 
     def sequence_aborted(self, seq: Sequence) -> None:
         # vLLM counts a request its client abandoned under finished_reason="abort".
+        self._lora_ended(seq)
         self._record_end(seq, ABORT, seq.emitted)
 
     def sequence_failed(self, seq: Sequence) -> None:
-        pass  # a worker-side failure leaves only the gauges changed (metrics.md §4)
+        # A worker-side failure changes only the gauges and the LoRA info (metrics.md §4).
+        self._lora_ended(seq)
+
+    def _lora_ended(self, seq: Sequence) -> None:
+        lora = seq.request.lora
+        if lora is None:
+            return
+        held = self._lora_running if seq.t_started is not None else self._lora_waiting
+        held[lora] -= 1
+        self._loras_changed()
+
+    def _loras_changed(self) -> None:
+        """vLLM's lora_requests_info: the adapters running and waiting, stamped with now.
+
+        Earlier label sets stay exposed, as in vLLM; readers take the newest value."""
+        running = ",".join(sorted(a for a, n in self._lora_running.items() if n > 0))
+        waiting = ",".join(sorted(a for a, n in self._lora_waiting.items() if n > 0))
+        series = self._metrics.lora_info.labels(self._max_lora, running, waiting)
+        series.set(int(time.time()))
 
     def prefix_lookup(self, queried_tokens: int, hit_tokens: int) -> None:
         model = self._model

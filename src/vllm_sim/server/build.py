@@ -68,6 +68,8 @@ def build_instance(cfg: Config, port: int) -> Instance:
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
     kv = _kv_cache(cfg, port, background)
     engine = Engine(limits_from_config(cfg), latency_from_config(cfg), content, rng, kv=kv)
+    for module in cfg.lora_modules:
+        engine.loras.load(module.name, module.path)
     failures = FailureInjector(cfg.model, rng)
     images = ImageEmission(cfg.omni, rng)
     ctx = ApiContext(
@@ -117,7 +119,7 @@ def _real_metrics(metrics: VllmMetrics, engine: Engine, max_loras: int, record: 
     metrics.lora_info.labels(str(max_loras), "", "").set(int(time.time()))
     if record:
         metrics.precreate_series()
-        engine.observer = MetricsRecorder(metrics)
+        engine.observer = MetricsRecorder(metrics, max_loras)
 
 
 def _fake_metrics(metrics: VllmMetrics, engine: Engine, cfg: Config) -> FakeMetricsDriver:

@@ -8,7 +8,9 @@ from vllm_sim.api import (
     anthropic,
     chat,
     completions,
+    embeddings,
     generate,
+    lora,
     models,
     render,
     responses,
@@ -67,12 +69,16 @@ def build_routes(
         Route("/tokenize", {"POST": _bind(ctx, tokenize.tokenize)}),
         Route("/detokenize", {"POST": _bind(ctx, tokenize.detokenize)}),
         Route("/v1/models", {"GET": _bind(ctx, models.handle)}),
+        Route("/v1/load_lora_adapter", {"POST": _bind(ctx, lora.load)}),
+        Route("/v1/unload_lora_adapter", {"POST": _bind(ctx, lora.unload)}),
         Route("/health", {"GET": health}),
         Route("/health/ready", {"GET": readiness_handler(readiness)}),
         Route("/metrics", {"GET": metrics_handler(registry)}),
         Route("/admin/config", {"GET": show_config, "POST": update_config}),
         Route("/fake_metrics", {"POST": update_fake_metrics}),
     ]
+    if not ctx.mm_encoder_only:  # an encoder-only node embeds images, not text
+        routes.append(Route("/v1/embeddings", {"POST": _bind(ctx, embeddings.handle)}))
     if sleep is not None:  # vLLM serves these in dev mode only (VLLM_SERVER_DEV_MODE=1)
         to_sleep, wake_up, is_sleeping = sleep_handlers(sleep)
         routes += [
