@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 
-from vllm_sim.config import ConfigError, HelpRequested, load_config
+from vllm_sim.config import Config, ConfigError, HelpRequested, load_config
 
 KV_NEEDS_POD_IP = "IP should be defined in the environment (POD_IP) for KV cache to work"
 
@@ -30,6 +30,15 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if cfg.data_parallel_size > 1 and cfg.data_parallel_rank < 0:
+        from vllm_sim.server.ranks import serve_ranks
+
+        return serve_ranks(cfg, serve_rank)
+    return serve_rank(cfg, cfg.port, max(cfg.data_parallel_rank, 0))
+
+
+def serve_rank(cfg: Config, port: int, rank: int) -> int:
+    """Serves one rank in this process until it is stopped; its exit status."""
     # Imported late so that --help and config errors answer fast.
     from vllm_sim.server.build import build_instance
     from vllm_sim.server.runner import serve
@@ -41,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)
         return 2
     try:
-        serve(build_instance(cfg, cfg.port), "0.0.0.0", tls)
+        serve(build_instance(cfg, port, rank), "0.0.0.0", tls)
     finally:
         if tls is not None:
             tls.close()

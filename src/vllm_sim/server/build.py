@@ -59,14 +59,15 @@ def pod_headers(cfg: Config, port: int) -> Headers:
     return headers
 
 
-def build_instance(cfg: Config, port: int) -> Instance:
-    rng = random.Random(cfg.seed)
+def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
+    # Each rank draws its own stream; rank 0 keeps the seed as given.
+    rng = random.Random(cfg.seed if rank == 0 else cfg.seed * 1009 + rank)
     tokenizer = SimulatedTokenizer()
     content = ContentSource(
         cfg.mode, tokenizer, rng, SynthesisSettings.from_config(cfg), cfg.mm_encoder_only
     )
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
-    kv = _kv_cache(cfg, port, background)
+    kv = _kv_cache(cfg, port, rank, background)
     engine = Engine(limits_from_config(cfg), latency_from_config(cfg), content, rng, kv=kv)
     for module in cfg.lora_modules:
         engine.loras.load(module.name, module.path)
@@ -141,14 +142,13 @@ def _fake_metrics(metrics: VllmMetrics, engine: Engine, cfg: Config) -> FakeMetr
 
 
 def _kv_cache(
-    cfg: Config, port: int, background: list[Callable[[], Coroutine[Any, Any, None]]]
+    cfg: Config, port: int, rank: int, background: list[Callable[[], Coroutine[Any, Any, None]]]
 ) -> KvCacheManager | None:
     """The prefix cache and its event publisher, when --enable-kvcache is on."""
     if not cfg.enable_kvcache:
         return None
     publish = None
     if cfg.zmq_endpoint:
-        rank = max(cfg.data_parallel_rank, 0)
         publisher = KvEventPublisher(
             offset_endpoint(cfg.zmq_endpoint, rank),
             topic_for(cfg.pod_ip, port, cfg.model),
