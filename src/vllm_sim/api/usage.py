@@ -31,15 +31,16 @@ class Usage:
 
 
 def usage_of(sequences: list[Sequence]) -> Usage:
-    """Prompt tokens count once per prompt (not per choice); completions add up."""
+    """Prompt tokens and cached tokens count once per prompt (not per choice): what each
+    prompt found cached when it was first looked up; completions add up."""
     seen: set[int] = set()
-    prompt = 0
+    prompt = hits = 0
     for seq in sequences:
         if seq.prompt_index not in seen:
             seen.add(seq.prompt_index)
             prompt += seq.prompt_tokens
+            first = seq.prompt.first_hit
+            hits += seq.cached_tokens if first is None else first
     completion = sum(seq.completion_tokens for seq in sequences)
-    cached: int | None = sequences[0].cached_tokens if sequences else 0
-    if any(seq.finish_reason == CACHE_THRESHOLD for seq in sequences):
-        cached = None
-    return Usage(prompt, completion, cached)
+    refused = any(seq.finish_reason == CACHE_THRESHOLD for seq in sequences)
+    return Usage(prompt, completion, None if refused else hits)

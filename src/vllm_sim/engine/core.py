@@ -259,12 +259,16 @@ class Engine:
             # The prefill node sent the prompt's KV: its full blocks count as cached.
             block = self.limits.block_size
             seq.cached_tokens = max(seq.cached_tokens, prompt_tokens // block * block)
+        prompt = seq.prompt
+        if prompt.first_hit is None:
+            prompt.first_hit = seq.cached_tokens
         if request.force_cache_threshold:
             return True
         if kv is None:
             return False
+        # Every copy decides on what the request found, not on what a sibling just stored.
         threshold = kv.threshold(request.cache_hit_threshold)
-        hit_rate = seq.cached_tokens / prompt_tokens if prompt_tokens else 0.0
+        hit_rate = prompt.first_hit / prompt_tokens if prompt_tokens else 0.0
         return threshold is not None and hit_rate < threshold
 
     def _refuse_by_threshold(self, seq: Sequence, now: float) -> None:

@@ -17,6 +17,9 @@ class Prompt:
     # Multimodal features (render shape), so image blocks hash with their image.
     features: Mapping[str, Mapping[str, Any]] | None = None
     block_hashes: list[int] | None = None  # set by the engine when the KV cache is on
+    # The cached prefix (tokens) when the prompt's first sequence looked it up: what the
+    # request found in the cache, before its own copies stored anything.
+    first_hit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

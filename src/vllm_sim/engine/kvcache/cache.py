@@ -67,7 +67,9 @@ class BlockCache:
         prefix = 0
         while prefix < len(keys) and (keys[prefix] in self.used or keys[prefix] in self.unused):
             prefix += 1
-        new_runs: list[list[int]] = []  # runs of consecutive block indices not cached
+        # Hold every block already present before making room for the new ones, so that
+        # eviction can never take a block this very request is about to reuse.
+        missing: list[int] = []
         for index, key in enumerate(keys):
             if key in self.used:
                 self.used[key] += 1
@@ -75,14 +77,18 @@ class BlockCache:
                 del self.unused[key]
                 self.used[key] = 1
             else:
-                self._make_room()
-                self.used[key] = 1
-                bs = self.block_size
-                self._tokens[key] = tuple(tokens[index * bs : (index + 1) * bs])
-                if new_runs and new_runs[-1][-1] == index - 1:
-                    new_runs[-1].append(index)
-                else:
-                    new_runs.append([index])
+                missing.append(index)
+        new_runs: list[list[int]] = []  # runs of consecutive block indices not cached
+        bs = self.block_size
+        for index in missing:
+            key = keys[index]
+            self._make_room()
+            self.used[key] = 1
+            self._tokens[key] = tuple(tokens[index * bs : (index + 1) * bs])
+            if new_runs and new_runs[-1][-1] == index - 1:
+                new_runs[-1].append(index)
+            else:
+                new_runs.append([index])
         for run in new_runs:
             self._stored(keys, run, lora)
         self._held[uid] = keys
@@ -93,7 +99,8 @@ class BlockCache:
         keys = self._held.pop(uid, None)
         if keys is None:
             return
-        for key in keys:
+        # The tail first: evicted first, it leaves the rest of the prefix useful (as vLLM).
+        for key in reversed(keys):
             count = self.used.get(key)
             if count is None:
                 continue  # cleared by /sleep while this sequence ran
