@@ -16,7 +16,7 @@ from vllm_sim.api.common import (
 from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
 from vllm_sim.api.logprobs import chat_logprobs, check_logprobs_count
 from vllm_sim.api.omni import image_block
-from vllm_sim.api.streaming import OpenAIStreamErrors, closing_events, json_str, sse_events
+from vllm_sim.api.streaming import OpenAIChunks, json_str, sse_events
 from vllm_sim.api.tools import (
     parse_response_format,
     parse_tool_choice,
@@ -246,39 +246,11 @@ def _text_block_delta(piece: str) -> bytes:
     return b'{"content":[{"type":"text","text":' + json_str(piece) + b"}]}"
 
 
-class ChatChunks(OpenAIStreamErrors):
+class ChatChunks(OpenAIChunks):
     """Chat completion chunks, spliced from precomputed bytes around each token."""
 
-    def __init__(
-        self, stream: RequestStream, rid: str, model: str, top: int, include_usage: bool
-    ) -> None:
-        self._rid = rid
-        self._model = model
-        self._created = int(stream.request.arrival_time)
-        self._top = top
-        self._include_usage = include_usage
-        self._head = (
-            b'data: {"id":'
-            + json_str(rid)
-            + b',"object":"chat.completion.chunk","created":'
-            + str(self._created).encode()
-            + b',"model":'
-            + json_str(model)
-            + b',"choices":[{"index":'
-        )
-
-    def _chunk(self, seq: Sequence, delta: bytes, logprobs: bytes, finish: bytes) -> bytes:
-        return (
-            self._head
-            + str(seq.index).encode()
-            + b',"delta":'
-            + delta
-            + b',"logprobs":'
-            + logprobs
-            + b',"finish_reason":'
-            + finish
-            + b'}],"usage":null}\n\n'
-        )
+    OBJECT = "chat.completion.chunk"
+    BODY_KEY = b'"delta"'
 
     def opening(self, seq: Sequence) -> bytes:
         if seq.finish_reason == CACHE_THRESHOLD:
@@ -324,13 +296,3 @@ class ChatChunks(OpenAIStreamErrors):
         image = self._chunk(seq, _IMAGE_DELTA, b"null", b"null")
         # The image chunk names its modality beside the choices, as omni servers do.
         return image.replace(b'"usage":null}', b'"usage":null,"modality":"image"}', 1) + done
-
-    def closing(self, stream: RequestStream) -> bytes:
-        return closing_events(
-            stream,
-            self._rid,
-            "chat.completion.chunk",
-            self._created,
-            self._model,
-            self._include_usage,
-        )

@@ -15,7 +15,7 @@ from vllm_sim.api.common import (
     wait_for_result,
 )
 from vllm_sim.api.logprobs import check_logprobs_count, completion_logprobs
-from vllm_sim.api.streaming import OpenAIStreamErrors, closing_events, json_str, sse_events
+from vllm_sim.api.streaming import OpenAIChunks, json_str, sse_events
 from vllm_sim.api.transfer import (
     KvTransferParams,
     cache_threshold_forced,
@@ -158,40 +158,17 @@ def _choice(seq: Sequence, top: int) -> dict[str, Any]:
     }
 
 
-class CompletionChunks(OpenAIStreamErrors):
+class CompletionChunks(OpenAIChunks):
     """Text completion chunks: no role chunk, one token per chunk, a finish chunk."""
+
+    OBJECT = "text_completion"
+    BODY_KEY = b'"text"'
 
     def __init__(
         self, stream: RequestStream, rid: str, model: str, top: int, include_usage: bool
     ) -> None:
-        self._rid = rid
-        self._model = model
-        self._created = int(stream.request.arrival_time)
-        self._top = top
-        self._include_usage = include_usage
+        super().__init__(stream, rid, model, top, include_usage)
         self._offsets: dict[int, int] = {}
-        self._head = (
-            b'data: {"id":'
-            + json_str(rid)
-            + b',"object":"text_completion","created":'
-            + str(self._created).encode()
-            + b',"model":'
-            + json_str(model)
-            + b',"choices":[{"index":'
-        )
-
-    def _chunk(self, seq: Sequence, text: bytes, logprobs: bytes, finish: bytes) -> bytes:
-        return (
-            self._head
-            + str(seq.index).encode()
-            + b',"text":'
-            + text
-            + b',"logprobs":'
-            + logprobs
-            + b',"finish_reason":'
-            + finish
-            + b'}],"usage":null}\n\n'
-        )
 
     def opening(self, seq: Sequence) -> bytes:
         return b""
@@ -215,13 +192,3 @@ class CompletionChunks(OpenAIStreamErrors):
 
     def finish(self, seq: Sequence) -> bytes:
         return self._chunk(seq, b'""', b"null", json_str(seq.finish_reason or "stop"))
-
-    def closing(self, stream: RequestStream) -> bytes:
-        return closing_events(
-            stream,
-            self._rid,
-            "text_completion",
-            self._created,
-            self._model,
-            self._include_usage,
-        )

@@ -43,6 +43,54 @@ class OpenAIStreamErrors:
         return error_event(error)
 
 
+class OpenAIChunks(OpenAIStreamErrors):
+    """What chat and completion chunks share: one choice per chunk, spliced from bytes
+    precomputed per request around each token, then the usage chunk and [DONE]."""
+
+    OBJECT = ""  # the chunks' `object`
+    BODY_KEY = b""  # the key of a chunk's payload: `"delta"` or `"text"`
+
+    def __init__(
+        self, stream: RequestStream, rid: str, model: str, top: int, include_usage: bool
+    ) -> None:
+        self._rid = rid
+        self._model = model
+        self._created = int(stream.request.arrival_time)
+        self._top = top
+        self._include_usage = include_usage
+        self._head = (
+            b'data: {"id":'
+            + json_str(rid)
+            + b',"object":'
+            + json_str(self.OBJECT)
+            + b',"created":'
+            + str(self._created).encode()
+            + b',"model":'
+            + json_str(model)
+            + b',"choices":[{"index":'
+        )
+
+    def _chunk(self, seq: Sequence, body: bytes, logprobs: bytes, finish: bytes) -> bytes:
+        return (
+            self._head
+            + str(seq.index).encode()
+            + b","
+            + self.BODY_KEY
+            + b":"
+            + body
+            + b',"logprobs":'
+            + logprobs
+            + b',"finish_reason":'
+            + finish
+            + b'}],"usage":null}\n\n'
+        )
+
+    def closing(self, stream: RequestStream) -> bytes:
+        return closing_events(
+            stream, self._rid, self.OBJECT, self._created, self._model, self._include_usage
+        )
+
+
 def named_event(name: str, payload: object) -> bytes:
     """`event: <name>` framing, as the Responses and Anthropic streams use."""
     return b"event: " + name.encode() + b"\ndata: " + _encode(payload) + b"\n\n"
