@@ -149,6 +149,8 @@ def _prompt(ctx: ApiContext, messages: list[ChatMessage]) -> Prompt:
 
 def _tool_plan(ctx: ApiContext, body: ChatRequest) -> ToolPlan | None:
     """The tools this request may call; every tool is checked even when none may be."""
+    if body.tools is None and body.tool_choice is msgspec.UNSET:
+        return None  # the common case, answered without the parsers
     tools = parse_tools(body.tools, ctx.skip_tool_validation)
     choice = parse_tool_choice(body.tool_choice)
     candidates = tool_candidates(tools, choice)
@@ -157,6 +159,8 @@ def _tool_plan(ctx: ApiContext, body: ChatRequest) -> ToolPlan | None:
 
 
 def _json_plan(ctx: ApiContext, body: ChatRequest) -> JsonPlan | None:
+    if body.response_format is None:
+        return None
     response_format = parse_response_format(body.response_format)
     if response_format is None or response_format.kind == "text":
         return None

@@ -292,7 +292,9 @@ class Engine:
             latency = seq.latency
             if latency.settings.itl == 0:
                 # No decode delay: the rest is due at once; each gap is still a step.
-                gaps = total - seq.emitted - 1 - sum(1 for i in seq.call_starts if i > seq.emitted)
+                gaps = total - seq.emitted - 1
+                if seq.call_starts:  # a call's first token follows without a step
+                    gaps -= sum(1 for i in seq.call_starts if i > seq.emitted)
                 if gaps > 0:
                     self.observer.inter_tokens(seq, 0.0, gaps)
                 seq.emitted = total

@@ -34,6 +34,9 @@ _TOKEN_RE: Final = re.compile(
     re.DOTALL,
 )
 
+_MEMO_ENTRIES: Final = 4096  # remembered prompt texts
+_MEMO_MAX_CHARS: Final = 4096  # longer texts are tokenized each time
+
 UNKNOWN_PIECE_FORMAT: Final = "<unk:{}>"
 """What `piece`/`decode` return for an id this tokenizer never produced (or forgot)."""
 
@@ -56,6 +59,7 @@ class SimulatedTokenizer:
     ) -> None:
         self._vocab = PieceVocabulary(max_entries, max_chars)
         self._split = _TOKEN_RE.findall
+        self._memo: dict[str, list[int]] = {}
 
     @property
     def vocabulary_size(self) -> int:
@@ -74,8 +78,20 @@ class SimulatedTokenizer:
         return ids, pieces
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text`."""
-        return self.tokenize(text)[0]
+        """Token ids of `text`.
+
+        Prompts repeat (system prompts, benchmarks, retries), so recent short texts are
+        remembered; a copy is returned so no caller can change the remembered ids."""
+        if len(text) > _MEMO_MAX_CHARS:
+            return self.tokenize(text)[0]
+        memo = self._memo
+        ids = memo.get(text)
+        if ids is None:
+            ids = self.tokenize(text)[0]
+            memo[text] = ids
+            if len(memo) > _MEMO_ENTRIES:
+                del memo[next(iter(memo))]  # the oldest entry: FIFO is enough here
+        return list(ids)
 
     def render_chat(self, turns: Sequence[ChatTurn]) -> str:
         """The chat template text (engine spec §7.1)."""
