@@ -5,6 +5,9 @@ engine and metrics, stops on one SIGTERM, and publishes KV events per rank; a lo
 from __future__ import annotations
 
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -192,3 +195,19 @@ def test_a_lone_rank_1_serves_on_its_port_and_publishes_as_rank_1() -> None:
     finally:
         sub.close(linger=0)
         ctx.term()
+
+
+def test_a_rank_that_cannot_bind_stops_all_ranks() -> None:
+    """Ranks serve together or not at all: rank 1's port is taken, so nobody serves."""
+    port = consecutive_free_ports(2)
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", port + 1))
+        taken.listen()
+        argv = [sys.executable, "-m", "vllm_sim", "--model", "m", "--port", str(port)]
+        done = subprocess.run(
+            [*argv, "--data-parallel-size", "2"], capture_output=True, timeout=30, check=False
+        )
+    assert done.returncode != 0, done.stderr
+    assert b"address already in use" in done.stderr
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)

@@ -12,19 +12,37 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
+from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
 
 from vllm_sim.config import Config
 
 RankMain = Callable[[Config, int, int], int]  # (config, port, rank) -> exit status
+_PARENT_POLL = 1.0  # seconds between two checks that the parent still lives
 
 
 def _run_rank(main: RankMain, cfg: Config, port: int, rank: int) -> None:
-    # Signals reach the rank from the parent; default handlers until its server installs its own.
+    # A group of its own: a Ctrl-C or `timeout` signals the parent's group, and the parent
+    # forwards it once; receiving it twice would skip the drain.
+    os.setpgrp()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _stop_with_parent(os.getppid())
     sys.exit(main(cfg, port, rank))
+
+
+def _stop_with_parent(parent: int) -> None:
+    """If the parent dies without forwarding a signal (SIGKILL), the rank stops too."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_PARENT_POLL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def serve_ranks(cfg: Config, main: RankMain) -> int:
@@ -45,9 +63,23 @@ def serve_ranks(cfg: Config, main: RankMain) -> int:
     try:
         for process in ranks:
             process.start()
-        for process in ranks:
-            process.join()
+        _watch(ranks, forward)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return max((abs(p.exitcode or 0) for p in ranks), default=0)
+
+
+def _watch(ranks: list[BaseProcess], forward: Callable[[int, FrameType | None], None]) -> None:
+    """Waits for every rank; if one fails (e.g. its port is taken), the others are
+    stopped too: the ranks serve together or not at all."""
+    running = list(ranks)
+    stopping = False
+    while running:
+        ended = wait([p.sentinel for p in running])
+        for process in [p for p in running if p.sentinel in ended]:
+            process.join()
+            running.remove(process)
+            if process.exitcode and not stopping:
+                stopping = True
+                forward(signal.SIGTERM, None)

@@ -39,6 +39,11 @@ class SimulatorServer(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        if self.should_exit:
+            return  # uvicorn could not bind: it has logged why, and will exit non-zero
+        cfg, port = self._instance.config, self._instance.port
+        scheme = "http" if self._tls is None else "https"
+        log.info("vllm-sim serving %s on %s://0.0.0.0:%d", cfg.display_model_name, scheme, port)
         self._instance.readiness.start()
         loop = asyncio.get_running_loop()
         self._background = [loop.create_task(run()) for run in self._instance.background]
@@ -94,8 +99,4 @@ def serve(instance: Instance, host: str, tls: TlsSetup | None = None) -> None:
         ssl_context_factory=None if tls is None else (lambda _config, _default: tls.context),
     )
     server = SimulatorServer(config, instance, tls)
-    scheme = "http" if tls is None else "https"
-    log.info(
-        "vllm-sim serving %s on %s://%s:%d", cfg.display_model_name, scheme, host, instance.port
-    )
     server.run()
