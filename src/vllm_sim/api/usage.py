@@ -8,7 +8,7 @@ from vllm_sim.engine.core import CACHE_THRESHOLD
 from vllm_sim.engine.sequence import Sequence
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass pays for every field it sets
 class Usage:
     prompt_tokens: int
     completion_tokens: int
@@ -33,6 +33,12 @@ class Usage:
 def usage_of(sequences: list[Sequence]) -> Usage:
     """Prompt tokens and cached tokens count once per prompt (not per choice): what each
     prompt found cached when it was first looked up; completions add up."""
+    if len(sequences) == 1:  # the common case, without the bookkeeping below
+        seq = sequences[0]
+        first = seq.prompt.first_hit
+        hit = seq.cached_tokens if first is None else first
+        refused = seq.finish_reason == CACHE_THRESHOLD
+        return Usage(seq.prompt_tokens, seq.completion_tokens, None if refused else hit)
     seen: set[int] = set()
     prompt = hits = 0
     for seq in sequences:

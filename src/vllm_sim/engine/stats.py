@@ -121,29 +121,40 @@ class MetricsRecorder:
         self._metrics.prefix_hits.labels(model).inc(hit_tokens)
 
     def _record_end(self, seq: Sequence, reason: str, generated: int) -> None:
+        # Runs once per sequence on the request path: observations are inlined (bisect and
+        # two additions each) rather than made through _observe calls.
         success = self._success.get(reason)
         if success is None:
             success = self._metrics.request_success.labels(self._model, reason)
             self._success[reason] = success
         success.value += 1
         prompt = seq.prompt_tokens
-        _observe(self._prompt_hist, prompt)
+        hist = self._prompt_hist
+        hist.counts[bisect_left(hist.bounds, prompt)] += 1
+        hist.sum += prompt
         if seq.t_first_token is not None:
             self._prompt_total.value += prompt  # its prefill did happen
         self._generation_total.value += generated
-        _observe(self._generation_hist, generated)
-        if seq.request.max_tokens is not None:
-            _observe(self._params_max_tokens, seq.request.max_tokens)
+        hist = self._generation_hist
+        hist.counts[bisect_left(hist.bounds, generated)] += 1
+        hist.sum += generated
+        max_tokens = seq.request.max_tokens
+        if max_tokens is not None:
+            hist = self._params_max_tokens
+            hist.counts[bisect_left(hist.bounds, max_tokens)] += 1
+            hist.sum += max_tokens
         end = seq.t_finished
         if end is None:
             return
         _observe(self._e2e, end - seq.t_submitted)
-        if seq.t_started is None:
+        started = seq.t_started
+        if started is None:
             return
-        _observe(self._inference, end - seq.t_started)
-        if seq.t_first_token is None:
+        _observe(self._inference, end - started)
+        first = seq.t_first_token
+        if first is None:
             return
-        decode = end - seq.t_first_token
+        decode = end - first
         _observe(self._decode, decode)
         gaps = generated - 1
         _observe(self._request_tpot, decode / gaps if gaps > 0 else 0.0)
