@@ -267,3 +267,29 @@ def test_cli_does_not_start_a_server_on_bad_config() -> None:
     with pytest.raises(subprocess.CalledProcessError):
         run_cli(["--model", "m", "--max-num-seqs", "0"]).check_returncode()
     assert time.monotonic() - start < 10
+
+
+def test_a_signal_relayed_twice_at_once_still_drains() -> None:
+    """make, timeout or a process group can deliver one stop twice within milliseconds:
+    that is one request to stop, so in-flight work still finishes and the exit is 0."""
+    server = SimServer(["--time-to-first-token", "600ms"]).start()
+    assert server.process is not None
+    process = server.process
+
+    async def body() -> None:
+        async with httpx.AsyncClient() as client:
+            url = server.openai_url + "/completions"
+            task = asyncio.create_task(post(client, url, completion_body(server)))
+            await wait_for_gauges(client, server, running=1)
+            process.send_signal(signal.SIGTERM)
+            process.send_signal(signal.SIGTERM)
+            response = await task
+            assert response.status == 200
+
+    try:
+        run(body)
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -19,6 +19,9 @@ from vllm_sim.server.tls import TlsSetup
 log = logging.getLogger("vllm_sim")
 
 DRAIN_TIMEOUT = 30.0
+# A signal this soon after the first is the same request to stop, relayed by a parent
+# process (make, timeout, a process group); a deliberate second one comes later.
+ECHO_WINDOW = 0.1
 _DRAIN_POLL = 0.01
 
 
@@ -35,6 +38,7 @@ class SimulatorServer(uvicorn.Server):
         self._instance = instance
         self._tls = tls
         self._drain_task: asyncio.Task[None] | None = None
+        self._first_signal = 0.0
         self._background: list[asyncio.Task[None]] = []
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -67,9 +71,13 @@ class SimulatorServer(uvicorn.Server):
                 loop.remove_signal_handler(sig)
 
     def _on_signal(self, sig: int) -> None:
+        now = time.monotonic()
         if self._drain_task is not None:
+            if now - self._first_signal < ECHO_WINDOW:
+                return  # the same stop, delivered twice (e.g. by make and by timeout)
             log.warning("second %s: exiting now", signal.Signals(sig).name)
             os._exit(1)
+        self._first_signal = now
         log.info("%s received: draining in-flight requests", signal.Signals(sig).name)
         self._instance.app.draining = True
         self._drain_task = asyncio.get_running_loop().create_task(self._drain())
