@@ -12,7 +12,13 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.api.common import ApiContext, check_positive, decode_body, unix_now, wait_for_result
+from vllm_sim.api.common import (
+    ApiContext,
+    check_output_limit,
+    decode_body,
+    unix_now,
+    wait_for_result,
+)
 from vllm_sim.api.conversation import (
     ChatMessage,
     ContentBlock,
@@ -208,9 +214,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     if body.max_tokens is None:
         raise _fail("max_tokens is required", "max_tokens")
     tools = _tool_plan(ctx, body)
-    check_positive(
-        body.max_tokens, "Max completion tokens and max tokens should be positive", "max_tokens"
-    )
+    check_output_limit(body.max_tokens, "max_tokens", body.ignore_eos)
     turns = read_conversation(messages).turns
     generation = GenerationRequest(
         request_id=request_id,

@@ -8,7 +8,7 @@ import msgspec
 
 from vllm_sim.api.common import (
     ApiContext,
-    check_positive,
+    check_output_limit,
     decode_body,
     unix_now,
     wait_for_result,
@@ -74,13 +74,7 @@ def _validate(body: ChatRequest) -> int | None:
     field = "max_completion_tokens"
     if max_tokens is None:
         max_tokens, field = body.max_tokens, "max_tokens"
-    check_positive(max_tokens, "Max completion tokens and max tokens should be positive", field)
-    if body.ignore_eos and max_tokens is None:
-        raise RequestError(
-            400,
-            "Ignore_eos is true but max_completion_tokens (or max_tokens) is not set",
-            param="ignore_eos",
-        )
+    check_output_limit(max_tokens, field, body.ignore_eos)
     check_logprobs_count(body.top_logprobs, "top_logprobs")
     if body.top_logprobs and not body.logprobs:
         raise RequestError(

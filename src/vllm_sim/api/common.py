@@ -174,6 +174,13 @@ async def wait_for_result(stream: RequestStream, request: HttpRequest) -> None:
     stream.raise_if_failed()
 
 
-def check_positive(value: int | None, message: str, param: str) -> None:
-    if value is not None and value <= 0:
-        raise RequestError(400, message, param=param)
+def check_output_limit(max_tokens: int | None, param: str, ignore_eos: bool | None) -> None:
+    """vLLM's two rules on the output limit, the same on every generation endpoint."""
+    if max_tokens is not None and max_tokens <= 0:
+        raise RequestError(400, "Max completion tokens and max tokens should be positive", param)
+    if ignore_eos and max_tokens is None:
+        raise RequestError(
+            400,
+            "Ignore_eos is true but max_completion_tokens (or max_tokens) is not set",
+            param="ignore_eos",
+        )

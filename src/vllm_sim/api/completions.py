@@ -9,7 +9,7 @@ import msgspec
 from vllm_sim.api.common import (
     PARSE_ERROR_PREFIX,
     ApiContext,
-    check_positive,
+    check_output_limit,
     decode_body,
     unix_now,
     wait_for_result,
@@ -86,15 +86,7 @@ def parse_prompts(prompt: object, tokenizer: Tokenizer) -> list[Prompt]:
 def _validate(body: CompletionRequest) -> None:
     if body.n is not None and body.n < 1:
         raise RequestError(400, "n must be at least 1", param="n")
-    check_positive(
-        body.max_tokens, "Max completion tokens and max tokens should be positive", "max_tokens"
-    )
-    if body.ignore_eos and body.max_tokens is None:
-        raise RequestError(
-            400,
-            "Ignore_eos is true but max_completion_tokens (or max_tokens) is not set",
-            param="ignore_eos",
-        )
+    check_output_limit(body.max_tokens, "max_tokens", body.ignore_eos)
     check_logprobs_count(body.logprobs, "logprobs")
 
 

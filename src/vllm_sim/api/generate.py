@@ -10,7 +10,13 @@ from typing import Annotated, Any
 
 import msgspec
 
-from vllm_sim.api.common import ApiContext, check_positive, decode_body, unix_now, wait_for_result
+from vllm_sim.api.common import (
+    ApiContext,
+    check_output_limit,
+    decode_body,
+    unix_now,
+    wait_for_result,
+)
 from vllm_sim.api.streaming import OpenAIStreamErrors, json_str, sse_events
 from vllm_sim.api.transfer import KvTransferParams, check_transfer, prefill_answer
 from vllm_sim.api.usage import usage_of
@@ -77,17 +83,7 @@ def _validate(body: GenerateRequest) -> tuple[list[int], SamplingParams]:
     if body.sampling_params is None:
         raise RequestError(400, "Missing sampling_params field", "sampling_params")
     params = body.sampling_params
-    check_positive(
-        params.max_tokens,
-        "Max completion tokens and max tokens should be positive",
-        "sampling_params.max_tokens",
-    )
-    if body.ignore_eos and params.max_tokens is None:
-        raise RequestError(
-            400,
-            "Ignore_eos is true but max_completion_tokens (or max_tokens) is not set",
-            "ignore_eos",
-        )
+    check_output_limit(params.max_tokens, "sampling_params.max_tokens", body.ignore_eos)
     return list(body.token_ids), params
 
 

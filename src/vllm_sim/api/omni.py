@@ -15,7 +15,6 @@ IMAGE_URL = (
     "wADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
 SEND_IMAGE_HEADER = b"x-send-image"
-_TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})  # Go's strconv.ParseBool
 
 
 def image_block() -> dict[str, object]:
@@ -33,6 +32,6 @@ class ImageEmission:
     def wants_image(self, request: HttpRequest) -> bool:
         if not self.enabled:
             return False
-        if (request.header(SEND_IMAGE_HEADER) or "").strip() in _TRUE:
+        if request.flag(SEND_IMAGE_HEADER):
             return True
         return self.rate > 0 and self._rng.randint(1, 100) <= self.rate

@@ -15,7 +15,7 @@ import msgspec
 
 from vllm_sim.api.common import (
     ApiContext,
-    check_positive,
+    check_output_limit,
     decode_body,
     unix_now,
     wait_for_result,
@@ -196,16 +196,7 @@ def _text_format(ctx: ApiContext, raw: object) -> tuple[dict[str, Any], JsonPlan
 
 
 def _validate(body: ResponsesRequest) -> None:
-    check_positive(
-        body.max_output_tokens,
-        "Max completion tokens and max tokens should be positive",
-        "max_output_tokens",
-    )
-    if body.ignore_eos and body.max_output_tokens is None:
-        raise _fail(
-            "Ignore_eos is true but max_completion_tokens (or max_tokens) is not set",
-            "ignore_eos",
-        )
+    check_output_limit(body.max_output_tokens, "max_output_tokens", body.ignore_eos)
     check_logprobs_count(body.top_logprobs, "top_logprobs")
 
 

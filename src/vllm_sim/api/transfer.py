@@ -19,7 +19,6 @@ from vllm_sim.engine.sequence import Sequence
 from vllm_sim.server.http import HttpRequest
 
 CACHE_THRESHOLD_HEADER = b"x-cache-threshold-finish-reason"
-_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 NIXL_SIDE_CHANNEL_PORT = 5600  # vLLM's default VLLM_NIXL_SIDE_CHANNEL_PORT
 ENGINE_ID = str(uuid.uuid4())  # this server's NIXL engine id, stable while it runs
 
@@ -41,7 +40,7 @@ def check_transfer(params: KvTransferParams | None, stream: bool) -> None:
 
 def cache_threshold_forced(request: HttpRequest) -> bool:
     """X-Cache-Threshold-Finish-Reason as Go parses a bool (other values: no effect)."""
-    return (request.header(CACHE_THRESHOLD_HEADER) or "").strip() in _GO_TRUE
+    return request.flag(CACHE_THRESHOLD_HEADER)
 
 
 def prefill_answer(seq: Sequence, host: str, block_size: int) -> dict[str, Any]:

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from vllm_sim.engine.sequence import Sequence
 
 ECHO = "echo"
-RANDOM = "random"
 
 FINISH_STOP = "stop"
 FINISH_LENGTH = "length"

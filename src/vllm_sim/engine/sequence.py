@@ -106,11 +106,6 @@ class Sequence:
         self.lora_slot = 0  # the adapter's 1-based slot while a LoRA sequence runs
 
     @property
-    def seq_id(self) -> str:
-        """Unique per sequence; built on demand, as only logs and events need it."""
-        return f"{self.request.request_id}-{self.prompt_index}-{self.index}"
-
-    @property
     def prompt_tokens(self) -> int:
         return len(self.prompt.token_ids)
 

@@ -54,13 +54,6 @@ class Registry:
     def register(self, family: Family) -> None:
         self._families.append(family)
 
-    def unregister(self, name: str) -> None:
-        self._families = [f for f in self._families if f.name != name]
-
-    @property
-    def names(self) -> list[str]:
-        return [f.name for f in self._families]
-
     def render(self) -> bytes:
         out: list[str] = []
         for family in self._families:

@@ -137,10 +137,6 @@ class HistogramSeries:
         self.counts[bisect.bisect_left(self.bounds, value)] += times
         self.sum += value * times
 
-    def reset(self) -> None:
-        self.counts = [0] * (len(self.bounds) + 1)
-        self.sum = 0.0
-
     @property
     def count(self) -> int:
         return sum(self.counts)

@@ -17,6 +17,7 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 BodyWriter = Callable[[bytes], Awaitable[None]]
 
 JSON = b"application/json"
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
 
 class HttpRequest:
@@ -24,7 +25,6 @@ class HttpRequest:
 
     __slots__ = (
         "_receive",
-        "_watcher",
         "body",
         "headers",
         "method",
@@ -52,7 +52,6 @@ class HttpRequest:
         self.port = port  # the port this request arrived on
         self.request_id: str | None = None  # set once the handler names the request
         self._receive = receive
-        self._watcher: asyncio.Task[None] | None = None
 
     def header(self, name: bytes) -> str | None:
         """The value of a header (name in lower case), or None."""
@@ -60,6 +59,10 @@ class HttpRequest:
             if key == name:
                 return value.decode("latin-1")
         return None
+
+    def flag(self, name: bytes) -> bool:
+        """A header read as Go's strconv.ParseBool reads true (the control headers' rule)."""
+        return (self.header(name) or "").strip() in _GO_TRUE
 
     def on_disconnect(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Calls `callback` if the client goes away; returns a function that stops watching.

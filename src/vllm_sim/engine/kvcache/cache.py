@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from vllm_sim.engine.kvcache.events import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent
 
 BlockKey = tuple[int, str]
-CAPACITY_MESSAGE = "the kv cache does not have sufficient capacity to store this request"
 
 
 @dataclass(frozen=True, slots=True)

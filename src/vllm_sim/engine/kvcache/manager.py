@@ -25,10 +25,6 @@ class KvCacheManager:
         # Prompts repeat (that is what a prefix cache is for): remember recent chains.
         self._recent: OrderedDict[tuple[str, tuple[int, ...]], list[int]] = OrderedDict()
 
-    @property
-    def block_size(self) -> int:
-        return self.cache.block_size
-
     def hashes(
         self,
         token_ids: Sequence[int],
