@@ -143,7 +143,16 @@ def test_post_bad_duration_names_the_key(cfg: Config) -> None:
 
 
 @pytest.mark.parametrize(
-    "payload", [b"{", b"", b"[1]", b'"x"', b"\xff", b'{"failure-injection-rate": NaN}']
+    "payload",
+    [
+        b"{",
+        b"",
+        b"[1]",
+        b'"x"',
+        b"\xff",
+        b'{"failure-injection-rate": NaN}',
+        b'{"failure-types":' + b"[" * 5000 + b"]" * 5000 + b"}",
+    ],
 )
 def test_post_malformed(cfg: Config, payload: bytes) -> None:
     assert update_error(cfg, payload).startswith("failed to unmarshal payload: ")

@@ -41,6 +41,8 @@ def _decode(payload: bytes) -> dict[str, Any] | None:
         data = loads_json(text)
     except ValueError as error:  # includes UnicodeDecodeError and JSONDecodeError
         raise ConfigError(_UNMARSHAL + str(error)) from None
+    except RecursionError:
+        raise ConfigError(_UNMARSHAL + "JSON is nested too deeply") from None
     if data is not None and not isinstance(data, dict):
         kind = "array" if isinstance(data, list) else type(data).__name__
         raise ConfigError(
