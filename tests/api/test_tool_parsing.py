@@ -16,7 +16,7 @@ from vllm_sim.api.tools import (
     parse_tools,
     tool_candidates,
 )
-from vllm_sim.engine.errors import RequestError
+from vllm_sim.errors import RequestError
 
 VALIDATION = "Tool validation failed: tool 'get_weather': "
 PARAMS = "tools[0].function.parameters"

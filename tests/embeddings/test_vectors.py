@@ -21,7 +21,7 @@ from vllm_sim.api.embeddings import (
     parse_input,
     raw_embedding,
 )
-from vllm_sim.engine.errors import RequestError
+from vllm_sim.errors import RequestError
 from vllm_sim.engine.tokenizer.simulated import SimulatedTokenizer
 
 HELLO_WORLD_IDS = [3801292497, 933488787]

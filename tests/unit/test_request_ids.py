@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from vllm_sim.api.common import RequestIds
+from vllm_sim.api.context import RequestIds
 
 
 def test_ids_match_uuid5_of_seed_port_counter() -> None:

@@ -12,13 +12,8 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.api.common import (
-    ApiContext,
-    check_output_limit,
-    decode_body,
-    unix_now,
-    wait_for_result,
-)
+from vllm_sim.api import capabilities
+from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import (
     ChatMessage,
     ContentBlock,
@@ -27,13 +22,13 @@ from vllm_sim.api.conversation import (
     ToolCall,
     read_conversation,
 )
-from vllm_sim.api.streaming import named_event, sse_events
+from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
+from vllm_sim.api.streaming import named_event
 from vllm_sim.api.tools import ToolChoice, parse_tools, plan_tools, tool_candidates
-from vllm_sim.api.transfer import cache_threshold_forced
-from vllm_sim.engine.errors import RequestError
-from vllm_sim.engine.request import GenerationRequest, Prompt, ToolPlan
+from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.request import Prompt, ToolPlan
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.server.http import AnyResponse, HttpRequest, StreamingResponse, json_response
+from vllm_sim.errors import RequestError
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -45,7 +40,11 @@ _ERROR_TYPES = {
     529: "overloaded_error",
 }
 # A cache-threshold refusal reads as max_tokens: output stopped before it began.
-_STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens", "cache_threshold": "max_tokens"}
+_STOP_REASONS = {
+    FinishReason.TOOL_CALLS: "tool_use",
+    FinishReason.LENGTH: "max_tokens",
+    FinishReason.CACHE_THRESHOLD: "max_tokens",
+}
 
 
 class MessagesRequest(msgspec.Struct):
@@ -59,19 +58,12 @@ class MessagesRequest(msgspec.Struct):
     ignore_eos: bool | None = None
 
 
-_decoder = msgspec.json.Decoder(MessagesRequest)
-
-
 def error_payload(error: RequestError) -> dict[str, Any]:
     """Anthropic's error envelope; the SDK picks its exception class from the status."""
     kind = _ERROR_TYPES.get(
         error.status, "api_error" if error.status >= 500 else "invalid_request_error"
     )
     return {"type": "error", "error": {"type": kind, "message": error.message}}
-
-
-def error_body(error: RequestError) -> bytes:
-    return msgspec.json.encode(error_payload(error))
 
 
 def _fail(message: str, param: str) -> RequestError:
@@ -196,7 +188,8 @@ def _tool_plan(ctx: ApiContext, body: MessagesRequest) -> ToolPlan | None:
         else tool
         for tool in raw_tools or []
     ]
-    tools = parse_tools(flat if raw_tools is not None else None, ctx.skip_tool_validation)
+    skip = ctx.settings.skip_tool_validation
+    tools = parse_tools(flat if raw_tools is not None else None, skip)
     choice = _tool_choice(body.tool_choice)
     candidates = tool_candidates(tools, choice)
     forced = choice.mode in ("required", "named")
@@ -204,43 +197,46 @@ def _tool_plan(ctx: ApiContext, body: MessagesRequest) -> ToolPlan | None:
     return plan_tools(candidates, forced, ctx.engine.content.synthesis, max_calls)
 
 
-# ---------------------------------------------------------------- handler
-async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
-    body = decode_body(request.body, _decoder)
-    ctx.failures.check(request)
-    request_id = ctx.request_id(request)
-    model = ctx.resolve_model(body.model)
-    messages = _messages(body)
-    if body.max_tokens is None:
-        raise _fail("max_tokens is required", "max_tokens")
-    tools = _tool_plan(ctx, body)
-    check_output_limit(body.max_tokens, "max_tokens", body.ignore_eos)
-    turns = read_conversation(messages).turns
-    generation = GenerationRequest(
-        request_id=request_id,
-        model=model,
-        prompts=[Prompt(ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns)), turns[-1].text)],
-        max_tokens=body.max_tokens,
-        ignore_eos=bool(body.ignore_eos),
-        arrival_time=unix_now(),
-        tools=tools,
-        force_cache_threshold=cache_threshold_forced(request),
-    )
-    stream = ctx.engine.submit(generation)
-    message_id = f"msg_{request_id}"
-    headers = ctx.response_headers(request_id)
-    if body.stream:
-        events = MessageEvents(message_id, model)
-        return StreamingResponse(sse_events(stream, request, events), headers=headers)
-    await wait_for_result(stream, request)
-    seq = stream.sequences[0]
-    message = message_object(message_id, model, seq, _content(seq), stop_reason(seq))
-    message["usage"]["output_tokens"] = seq.completion_tokens
-    return json_response(message, headers=headers)
+# ---------------------------------------------------------------- endpoint
+class MessagesEndpoint(Endpoint[MessagesRequest]):
+    path = "/v1/messages"
+    capabilities = capabilities.MESSAGES
+    decoder = msgspec.json.Decoder(MessagesRequest)
+
+    def options(self, body: MessagesRequest) -> Options:
+        if body.max_tokens is None:
+            raise _fail("max_tokens is required", "max_tokens")
+        return Options(
+            body.max_tokens,
+            "max_tokens",
+            stream=bool(body.stream),
+            ignore_eos=bool(body.ignore_eos),
+        )
+
+    def plan(self, ctx: ApiContext, body: MessagesRequest) -> Plan:
+        messages = _messages(body)
+        tools = _tool_plan(ctx, body)
+        turns = read_conversation(messages).turns
+        text = ctx.tokenizer.render_chat(turns)
+        return Plan([Prompt(ctx.tokenizer.encode(text), turns[-1].text)], tools)
+
+    def chunks(self, call: Call[MessagesRequest]) -> MessageEvents:
+        return MessageEvents(f"msg_{call.request_id}", call.model)
+
+    def answer(self, call: Call[MessagesRequest]) -> dict[str, Any]:
+        seq = call.stream.sequences[0]
+        message_id = f"msg_{call.request_id}"
+        message = message_object(message_id, call.model, seq, _content(seq), stop_reason(seq))
+        message["usage"]["output_tokens"] = seq.completion_tokens
+        return message
+
+    def error_body(self, error: RequestError) -> bytes:
+        return msgspec.json.encode(error_payload(error))
 
 
 def stop_reason(seq: Sequence) -> str:
-    return _STOP_REASONS.get(seq.finish_reason or "", "end_turn")
+    reason = seq.finish_reason
+    return "end_turn" if reason is None else _STOP_REASONS.get(reason, "end_turn")
 
 
 def message_object(

@@ -6,17 +6,13 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.api.common import (
-    ApiContext,
-    check_output_limit,
-    decode_body,
-    unix_now,
-    wait_for_result,
-)
+from vllm_sim.api import capabilities
+from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
+from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan, StreamOptions, wants_usage
 from vllm_sim.api.logprobs import chat_logprobs, check_logprobs_count
 from vllm_sim.api.omni import image_block
-from vllm_sim.api.streaming import OpenAIChunks, json_str, sse_events
+from vllm_sim.api.streaming import OpenAIChunks, json_str
 from vllm_sim.api.tools import (
     parse_response_format,
     parse_tool_choice,
@@ -25,22 +21,12 @@ from vllm_sim.api.tools import (
     probe_schema,
     tool_candidates,
 )
-from vllm_sim.api.transfer import (
-    KvTransferParams,
-    cache_threshold_forced,
-    check_transfer,
-    prefill_answer,
-)
+from vllm_sim.api.transfer import KvTransferParams
 from vllm_sim.api.usage import usage_of
-from vllm_sim.engine.core import CACHE_THRESHOLD
-from vllm_sim.engine.errors import RequestError
-from vllm_sim.engine.request import GenerationRequest, JsonPlan, Prompt, ToolPlan
+from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.request import JsonPlan, Prompt, ToolPlan
 from vllm_sim.engine.sequence import RequestStream, Sequence, ToolCallOutput
-from vllm_sim.server.http import AnyResponse, HttpRequest, StreamingResponse, json_response
-
-
-class StreamOptions(msgspec.Struct):
-    include_usage: bool | None = None
+from vllm_sim.errors import RequestError
 
 
 class ChatRequest(msgspec.Struct):
@@ -63,69 +49,48 @@ class ChatRequest(msgspec.Struct):
     kv_transfer_params: KvTransferParams | None = None
 
 
-_decoder = msgspec.json.Decoder(ChatRequest)
+class ChatEndpoint(Endpoint[ChatRequest]):
+    path = "/v1/chat/completions"
+    capabilities = capabilities.CHAT
+    decoder = msgspec.json.Decoder(ChatRequest)
 
-
-def _validate(body: ChatRequest) -> int | None:
-    """Checks vLLM's and the reference's rules; returns the effective max tokens."""
-    if body.n is not None and body.n < 1:
-        raise RequestError(400, "n must be at least 1", param="n")
-    max_tokens = body.max_completion_tokens
-    field = "max_completion_tokens"
-    if max_tokens is None:
-        max_tokens, field = body.max_tokens, "max_tokens"
-    check_output_limit(max_tokens, field, body.ignore_eos)
-    check_logprobs_count(body.top_logprobs, "top_logprobs")
-    if body.top_logprobs and not body.logprobs:
-        raise RequestError(
-            400, "when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs"
+    def options(self, body: ChatRequest) -> Options:
+        field = "max_completion_tokens"
+        max_tokens = body.max_completion_tokens
+        if max_tokens is None:
+            max_tokens, field = body.max_tokens, "max_tokens"
+        return Options(
+            max_tokens,
+            field,
+            stream=bool(body.stream),
+            ignore_eos=bool(body.ignore_eos),
+            n=body.n,
+            include_usage=wants_usage(body.stream_options),
+            transfer=body.kv_transfer_params,
+            cache_hit_threshold=body.cache_hit_threshold,
         )
-    return max_tokens
+
+    def plan(self, ctx: ApiContext, body: ChatRequest) -> Plan:
+        check_logprobs_count(body.top_logprobs, "top_logprobs")
+        if body.top_logprobs and not body.logprobs:
+            raise RequestError(
+                400, "when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs"
+            )
+        tools = _tool_plan(ctx, body)
+        return Plan([_prompt(ctx, body.messages)], tools, _json_plan(ctx, body))
+
+    def chunks(self, call: Call[ChatRequest]) -> ChatChunks:
+        usage = call.options.include_usage
+        return ChatChunks(call.stream, f"chatcmpl-{call.request_id}", call.model, _top(call), usage)
+
+    def answer(self, call: Call[ChatRequest]) -> dict[str, Any]:
+        return _completion(call.stream, f"chatcmpl-{call.request_id}", call.model, _top(call))
 
 
-async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
-    body = decode_body(request.body, _decoder)
-    ctx.failures.check(request)
-    request_id = ctx.request_id(request)
-    model = ctx.resolve_model(body.model)
-    tools = _tool_plan(ctx, body)
-    max_tokens = _validate(body)
-    check_transfer(body.kv_transfer_params, bool(body.stream))
-    transfer = body.kv_transfer_params or KvTransferParams()
-    prompt = _prompt(ctx, body.messages)
-    generation = GenerationRequest(
-        request_id=request_id,
-        model=model,
-        prompts=[prompt],
-        n=body.n or 1,
-        max_tokens=max_tokens,
-        ignore_eos=bool(body.ignore_eos),
-        arrival_time=unix_now(),
-        with_image=ctx.images.wants_image(request),
-        tools=tools,
-        json_output=_json_plan(ctx, body),
-        do_remote_prefill=transfer.do_remote_prefill,
-        do_remote_decode=transfer.do_remote_decode,
-        cache_hit_threshold=body.cache_hit_threshold,
-        force_cache_threshold=cache_threshold_forced(request),
-        max_tokens_field="max_completion_tokens"
-        if body.max_completion_tokens is not None
-        else "max_tokens",
-    )
-    stream = ctx.engine.submit(generation)
-    headers = ctx.response_headers(request_id)
-    top = (body.top_logprobs or 0) if body.logprobs else -1
-    if body.stream:
-        include_usage = body.stream_options is not None and bool(body.stream_options.include_usage)
-        encoder = ChatChunks(stream, f"chatcmpl-{request_id}", model, top, include_usage)
-        return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
-    await wait_for_result(stream, request)
-    answer = _completion(stream, f"chatcmpl-{request_id}", model, top)
-    if transfer.do_remote_decode:
-        answer["kv_transfer_params"] = prefill_answer(
-            stream.sequences[0], ctx.pod_ip, ctx.block_size
-        )
-    return json_response(answer, headers=headers)
+def _top(call: Call[ChatRequest]) -> int:
+    """How many alternatives each token's logprobs list; -1 for no logprobs at all."""
+    body = call.body
+    return (body.top_logprobs or 0) if body.logprobs else -1
 
 
 def _prompt(ctx: ApiContext, messages: list[ChatMessage]) -> Prompt:
@@ -135,7 +100,7 @@ def _prompt(ctx: ApiContext, messages: list[ChatMessage]) -> Prompt:
     turns = conversation.turns
     echo_text = turns[-1].text if turns else ""
     text = ctx.tokenizer.render_chat(turns)
-    if not (ctx.kv_enabled and conversation.media):
+    if not (ctx.settings.kv_enabled and conversation.media):
         return Prompt(ctx.tokenizer.encode(text), echo_text)
     ids, pieces = ctx.tokenizer.tokenize(text)
     return Prompt(ids, echo_text, mm_features(conversation, ctx.tokenizer, pieces))
@@ -145,7 +110,7 @@ def _tool_plan(ctx: ApiContext, body: ChatRequest) -> ToolPlan | None:
     """The tools this request may call; every tool is checked even when none may be."""
     if body.tools is None and body.tool_choice is msgspec.UNSET:
         return None  # the common case, answered without the parsers
-    tools = parse_tools(body.tools, ctx.skip_tool_validation)
+    tools = parse_tools(body.tools, ctx.settings.skip_tool_validation)
     choice = parse_tool_choice(body.tool_choice)
     candidates = tool_candidates(tools, choice)
     forced = choice.mode in ("required", "named")
@@ -178,14 +143,14 @@ def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[s
 def _choice(seq: Sequence, top: int) -> dict[str, Any]:
     if seq.tool_calls is not None:
         return _tool_call_choice(seq, seq.tool_calls)
-    if seq.finish_reason == CACHE_THRESHOLD:
+    if seq.finish_reason == FinishReason.CACHE_THRESHOLD:
         # Refused before generating: no content at all, not even an empty one.
         message = {"role": "assistant"}
         return {
             "index": seq.index,
             "message": message,
             "logprobs": None,
-            "finish_reason": CACHE_THRESHOLD,
+            "finish_reason": FinishReason.CACHE_THRESHOLD,
         }
     pieces = seq.output_pieces
     content: str | list[dict[str, object]] = "".join(pieces)
@@ -251,7 +216,7 @@ class ChatChunks(OpenAIChunks):
     BODY_KEY = b'"delta"'
 
     def opening(self, seq: Sequence) -> bytes:
-        if seq.finish_reason == CACHE_THRESHOLD:
+        if seq.finish_reason == FinishReason.CACHE_THRESHOLD:
             return b""  # a refused choice is one finish chunk, nothing before it
         return self._chunk(seq, b'{"role":"assistant","content":""}', b"null", b"null")
 
@@ -288,7 +253,7 @@ class ChatChunks(OpenAIChunks):
         return msgspec.json.encode(chat_logprobs([pieces[i]], i, self._top))
 
     def finish(self, seq: Sequence) -> bytes:
-        done = self._chunk(seq, b"{}", b"null", json_str(seq.finish_reason or "stop"))
+        done = self._chunk(seq, b"{}", b"null", json_str(seq.finish_reason or FinishReason.STOP))
         if not seq.request.with_image:
             return done
         image = self._chunk(seq, _IMAGE_DELTA, b"null", b"null")

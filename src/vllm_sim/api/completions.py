@@ -6,38 +6,25 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.api.common import (
-    PARSE_ERROR_PREFIX,
-    ApiContext,
-    check_output_limit,
-    decode_body,
-    unix_now,
-    wait_for_result,
-)
+from vllm_sim.api import capabilities
+from vllm_sim.api.body import PARSE_ERROR_PREFIX
+from vllm_sim.api.context import ApiContext
+from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan, StreamOptions, wants_usage
 from vllm_sim.api.logprobs import check_logprobs_count, completion_logprobs
-from vllm_sim.api.streaming import OpenAIChunks, json_str, sse_events
-from vllm_sim.api.transfer import (
-    KvTransferParams,
-    cache_threshold_forced,
-    check_transfer,
-    prefill_answer,
-)
+from vllm_sim.api.streaming import OpenAIChunks, json_str
+from vllm_sim.api.transfer import KvTransferParams
 from vllm_sim.api.usage import usage_of
-from vllm_sim.engine.errors import RequestError
-from vllm_sim.engine.request import GenerationRequest, Prompt
+from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.engine.tokenizer import Tokenizer
-from vllm_sim.server.http import AnyResponse, HttpRequest, StreamingResponse, json_response
+from vllm_sim.errors import RequestError
 
 PROMPT_FORMS = (
     "prompt must be a string, an array of strings, an array of token ids, "
     "or an array of arrays of token ids"
 )
 _MAX_TOKEN_ID = 2**32 - 1
-
-
-class StreamOptions(msgspec.Struct):
-    include_usage: bool | None = None
 
 
 class CompletionRequest(msgspec.Struct):
@@ -53,9 +40,6 @@ class CompletionRequest(msgspec.Struct):
     kv_transfer_params: KvTransferParams | None = None
     ignore_eos: bool | None = None
     logprobs: int | None = None
-
-
-_decoder = msgspec.json.Decoder(CompletionRequest)
 
 
 def _is_token_id(value: object) -> bool:
@@ -83,50 +67,40 @@ def parse_prompts(prompt: object, tokenizer: Tokenizer) -> list[Prompt]:
     raise RequestError(400, PARSE_ERROR_PREFIX + PROMPT_FORMS, "prompt")
 
 
-def _validate(body: CompletionRequest) -> None:
-    if body.n is not None and body.n < 1:
-        raise RequestError(400, "n must be at least 1", param="n")
-    check_output_limit(body.max_tokens, "max_tokens", body.ignore_eos)
-    check_logprobs_count(body.logprobs, "logprobs")
+class CompletionsEndpoint(Endpoint[CompletionRequest]):
+    path = "/v1/completions"
+    capabilities = capabilities.COMPLETIONS
+    decoder = msgspec.json.Decoder(CompletionRequest)
 
-
-async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
-    body = decode_body(request.body, _decoder)
-    ctx.failures.check(request)
-    request_id = ctx.request_id(request)
-    model = ctx.resolve_model(body.model)
-    prompts = parse_prompts(body.prompt, ctx.tokenizer)
-    _validate(body)
-    check_transfer(body.kv_transfer_params, bool(body.stream))
-    transfer = body.kv_transfer_params or KvTransferParams()
-    generation = GenerationRequest(
-        request_id=request_id,
-        model=model,
-        prompts=prompts,
-        n=body.n or 1,
-        max_tokens=body.max_tokens,
-        ignore_eos=bool(body.ignore_eos),
-        arrival_time=unix_now(),
-        do_remote_prefill=transfer.do_remote_prefill,
-        do_remote_decode=transfer.do_remote_decode,
-        cache_hit_threshold=body.cache_hit_threshold,
-        force_cache_threshold=cache_threshold_forced(request),
-    )
-    stream = ctx.engine.submit(generation)
-    headers = ctx.response_headers(request_id)
-    top = body.logprobs if body.logprobs is not None else -1
-    rid = f"cmpl-{request_id}"
-    if body.stream:
-        include_usage = body.stream_options is not None and bool(body.stream_options.include_usage)
-        encoder = CompletionChunks(stream, rid, model, top, include_usage)
-        return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
-    await wait_for_result(stream, request)
-    answer = _completion(stream, rid, model, top)
-    if transfer.do_remote_decode:
-        answer["kv_transfer_params"] = prefill_answer(
-            stream.sequences[0], ctx.pod_ip, ctx.block_size
+    def options(self, body: CompletionRequest) -> Options:
+        return Options(
+            body.max_tokens,
+            "max_tokens",
+            stream=bool(body.stream),
+            ignore_eos=bool(body.ignore_eos),
+            n=body.n,
+            include_usage=wants_usage(body.stream_options),
+            transfer=body.kv_transfer_params,
+            cache_hit_threshold=body.cache_hit_threshold,
         )
-    return json_response(answer, headers=headers)
+
+    def plan(self, ctx: ApiContext, body: CompletionRequest) -> Plan:
+        check_logprobs_count(body.logprobs, "logprobs")
+        return Plan(parse_prompts(body.prompt, ctx.tokenizer))
+
+    def chunks(self, call: Call[CompletionRequest]) -> CompletionChunks:
+        usage = call.options.include_usage
+        return CompletionChunks(
+            call.stream, f"cmpl-{call.request_id}", call.model, _top(call), usage
+        )
+
+    def answer(self, call: Call[CompletionRequest]) -> dict[str, Any]:
+        return _completion(call.stream, f"cmpl-{call.request_id}", call.model, _top(call))
+
+
+def _top(call: Call[CompletionRequest]) -> int:
+    logprobs = call.body.logprobs
+    return logprobs if logprobs is not None else -1
 
 
 def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[str, Any]:
@@ -183,4 +157,4 @@ class CompletionChunks(OpenAIChunks):
         return b"".join(parts)
 
     def finish(self, seq: Sequence) -> bytes:
-        return self._chunk(seq, b'""', b"null", json_str(seq.finish_reason or "stop"))
+        return self._chunk(seq, b'""', b"null", json_str(seq.finish_reason or FinishReason.STOP))

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.tokenizer import ChatTurn, Tokenizer, fnv1a_32
+from vllm_sim.errors import RequestError
 
 
 class MediaUrl(msgspec.Struct):

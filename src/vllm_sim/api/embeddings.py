@@ -15,10 +15,11 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.api.common import ApiContext, decode_body
-from vllm_sim.engine.errors import RequestError
+from vllm_sim.api.body import decode_body
+from vllm_sim.api.context import ApiContext
 from vllm_sim.engine.tokenizer import Tokenizer
-from vllm_sim.server.http import AnyResponse, HttpRequest, json_response
+from vllm_sim.errors import RequestError
+from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
 TOKEN_ID_LIMIT = 2**32
 # Guards, not vLLM behaviour: one request must not make the server allocate gigabytes.
@@ -172,7 +173,7 @@ def _check_options(body: EmbeddingRequest, default_dimensions: int) -> tuple[str
 async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     body = decode_body(request.body, _decoder)
     model = ctx.resolve_model(body.model)
-    encoding_format, dimensions = _check_options(body, ctx.default_embedding_dimensions)
+    encoding_format, dimensions = _check_options(body, ctx.settings.default_embedding_dimensions)
     sequences = parse_input(body.input, ctx.tokenizer)
     if len(sequences) * dimensions > MAX_VALUES:  # checked before any vector is made
         message = (

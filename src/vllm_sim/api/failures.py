@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from vllm_sim.engine.errors import RequestError
-from vllm_sim.server.http import HttpRequest
+from vllm_sim.errors import RequestError
+from vllm_sim.http.messages import HttpRequest
 
 RATE_LIMIT = "rate_limit"
 INVALID_API_KEY = "invalid_api_key"

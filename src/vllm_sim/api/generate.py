@@ -10,20 +10,15 @@ from typing import Annotated, Any
 
 import msgspec
 
-from vllm_sim.api.common import (
-    ApiContext,
-    check_output_limit,
-    decode_body,
-    unix_now,
-    wait_for_result,
-)
-from vllm_sim.api.streaming import OpenAIStreamErrors, json_str, sse_events
-from vllm_sim.api.transfer import KvTransferParams, check_transfer, prefill_answer
+from vllm_sim.api import capabilities
+from vllm_sim.api.context import ApiContext
+from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan, StreamOptions, wants_usage
+from vllm_sim.api.streaming import OpenAIStreamErrors, json_str
+from vllm_sim.api.transfer import KvTransferParams
 from vllm_sim.api.usage import usage_of
-from vllm_sim.engine.errors import RequestError
-from vllm_sim.engine.request import GenerationRequest, Prompt
+from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.server.http import AnyResponse, HttpRequest, StreamingResponse, json_response
+from vllm_sim.errors import RequestError
 
 TokenId = Annotated[int, msgspec.Meta(ge=0, lt=2**32)]
 # What an encoder-only node hands the decoder for each multimodal item (vLLM's EC connector).
@@ -38,10 +33,6 @@ _EC_ENTRY = {
 class SamplingParams(msgspec.Struct):
     max_tokens: int | None = None
     extra_args: dict[str, Any] | None = None
-
-
-class StreamOptions(msgspec.Struct):
-    include_usage: bool | None = None
 
 
 class Features(msgspec.Struct):
@@ -59,16 +50,49 @@ class GenerateRequest(msgspec.Struct):
     features: Features | None = None
 
 
-_decoder = msgspec.json.Decoder(GenerateRequest)
+class GenerateEndpoint(Endpoint[GenerateRequest]):
+    path = "/inference/v1/generate"
+    capabilities = capabilities.GENERATE
+    decoder = msgspec.json.Decoder(GenerateRequest)
+
+    def options(self, body: GenerateRequest) -> Options:
+        if body.token_ids is None:
+            raise RequestError(400, "Missing input token_ids", "token_ids")
+        params = body.sampling_params
+        if params is None:
+            raise RequestError(400, "Missing sampling_params field", "sampling_params")
+        return Options(
+            params.max_tokens,
+            "sampling_params.max_tokens",
+            stream=bool(body.stream),
+            ignore_eos=bool(body.ignore_eos),
+            include_usage=wants_usage(body.stream_options),
+            transfer=_transfer(body, params),
+        )
+
+    def plan(self, ctx: ApiContext, body: GenerateRequest) -> Plan:
+        return Plan([Prompt(list(body.token_ids or ()))])
+
+    def chunks(self, call: Call[GenerateRequest]) -> TokenFrames:
+        return TokenFrames(call.request_id, call.options.include_usage)
+
+    def answer(self, call: Call[GenerateRequest]) -> dict[str, Any]:
+        seq = call.stream.sequences[0]
+        choice = {"index": 0, "finish_reason": seq.finish_reason, "token_ids": seq.output_ids}
+        return {
+            "request_id": call.request_id,
+            "choices": [choice],
+            "ec_transfer_params": _ec_params(call.ctx, call.body.features),
+        }
 
 
-def _transfer(body: GenerateRequest, params: SamplingParams) -> KvTransferParams:
+def _transfer(body: GenerateRequest, params: SamplingParams) -> KvTransferParams | None:
     """The root kv_transfer_params, else the one vLLM's router puts in extra_args."""
     if body.kv_transfer_params is not None:
         return body.kv_transfer_params
     nested = (params.extra_args or {}).get("kv_transfer_params")
     if nested is None:
-        return KvTransferParams()
+        return None
     try:
         return msgspec.convert(nested, KvTransferParams)
     except msgspec.ValidationError as error:
@@ -77,56 +101,9 @@ def _transfer(body: GenerateRequest, params: SamplingParams) -> KvTransferParams
         ) from None
 
 
-def _validate(body: GenerateRequest) -> tuple[list[int], SamplingParams]:
-    if body.token_ids is None:
-        raise RequestError(400, "Missing input token_ids", "token_ids")
-    if body.sampling_params is None:
-        raise RequestError(400, "Missing sampling_params field", "sampling_params")
-    params = body.sampling_params
-    check_output_limit(params.max_tokens, "sampling_params.max_tokens", body.ignore_eos)
-    return list(body.token_ids), params
-
-
-async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
-    body = decode_body(request.body, _decoder)
-    ctx.failures.check(request)
-    request_id = ctx.request_id(request)
-    model = ctx.resolve_model(body.model)
-    token_ids, params = _validate(body)
-    transfer = _transfer(body, params)
-    check_transfer(transfer, bool(body.stream))
-    generation = GenerationRequest(
-        request_id=request_id,
-        model=model,
-        prompts=[Prompt(token_ids)],
-        max_tokens=params.max_tokens,
-        ignore_eos=bool(body.ignore_eos),
-        arrival_time=unix_now(),
-        max_tokens_field="sampling_params.max_tokens",
-        do_remote_prefill=transfer.do_remote_prefill,
-        do_remote_decode=transfer.do_remote_decode,
-    )
-    stream = ctx.engine.submit(generation)
-    headers = ctx.response_headers(request_id)
-    if body.stream:
-        include_usage = body.stream_options is not None and bool(body.stream_options.include_usage)
-        encoder = TokenFrames(request_id, include_usage)
-        return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
-    await wait_for_result(stream, request)
-    seq = stream.sequences[0]
-    answer: dict[str, Any] = {
-        "request_id": request_id,
-        "choices": [{"index": 0, "finish_reason": seq.finish_reason, "token_ids": seq.output_ids}],
-        "ec_transfer_params": _ec_params(ctx, body.features),
-    }
-    if transfer.do_remote_decode:
-        answer["kv_transfer_params"] = prefill_answer(seq, ctx.pod_ip, ctx.block_size)
-    return json_response(answer, headers=headers)
-
-
 def _ec_params(ctx: ApiContext, features: Features | None) -> dict[str, Any] | None:
     """Encoder-only nodes say where each item's encoder output can be fetched."""
-    if not ctx.mm_encoder_only or features is None:
+    if not ctx.settings.mm_encoder_only or features is None:
         return None
     hashes = [h for items in (features.mm_hashes or {}).values() for h in items]
     return {h: dict(_EC_ENTRY) for h in hashes}

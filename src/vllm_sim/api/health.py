@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
+from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response
 from vllm_sim.metrics.exposition import CONTENT_TYPE, Registry
-from vllm_sim.server.http import AnyResponse, Handler, HttpRequest, Response
 
 
 class Readiness:

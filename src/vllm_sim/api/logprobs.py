@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.generation.logprobs import token_logprob, top_alternatives
+from vllm_sim.errors import RequestError
 
 # vLLM's default --max-logprobs: asking for more is a 400 there too.
 MAX_LOGPROBS = 20

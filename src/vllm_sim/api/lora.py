@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import msgspec
 
-from vllm_sim.api.common import ApiContext, decode_body
-from vllm_sim.engine.errors import RequestError
-from vllm_sim.server.http import AnyResponse, HttpRequest, Response
+from vllm_sim.api.body import decode_body
+from vllm_sim.api.context import ApiContext
+from vllm_sim.errors import RequestError
+from vllm_sim.http.messages import AnyResponse, HttpRequest, Response
 
 
 class LoadRequest(msgspec.Struct):
@@ -36,7 +37,7 @@ async def load(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     name, path = body.lora_name, body.lora_path
     if not name or not path:
         raise RequestError(400, "Both 'lora_name' and 'lora_path' must be provided.", "lora_name")
-    if name in ctx.engine.loras or name in ctx.served_model_names:
+    if name in ctx.engine.loras or name in ctx.settings.served_model_names:
         raise RequestError(400, f"The lora adapter '{name}' has already been loaded.", "lora_name")
     ctx.engine.loras.load(name, path)
     return _text(f"Success: LoRA adapter '{name}' added successfully.")

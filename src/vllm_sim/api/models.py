@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-from vllm_sim.api.common import ApiContext, unix_now
-from vllm_sim.server.http import AnyResponse, HttpRequest, json_response
+import time
+
+from vllm_sim.api.context import ApiContext
+from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
 
 async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
-    created = unix_now()
+    created = int(time.time())
     data = [
         {
             "id": name,
             "object": "model",
             "created": created,
             "owned_by": "vllm",
-            "root": ctx.base_model,
+            "root": ctx.settings.base_model,
             "parent": None,
-            "max_model_len": ctx.max_model_len,
+            "max_model_len": ctx.settings.max_model_len,
             "permission": [_permission(name, created)],
         }
-        for name in ctx.served_model_names
+        for name in ctx.settings.served_model_names
     ]
     data += [
         {
@@ -28,8 +30,8 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
             "created": created,
             "owned_by": "vllm",
             "root": path,
-            "parent": ctx.display_model,
-            "max_model_len": ctx.max_model_len,
+            "parent": ctx.settings.display_model,
+            "max_model_len": ctx.settings.max_model_len,
             "permission": [_permission(name, created)],
         }
         for name, path in ctx.engine.loras.paths.items()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from vllm_sim.server.http import HttpRequest
+from vllm_sim.http.messages import HttpRequest
 
 IMAGE_URL = (
     "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QD"

@@ -9,11 +9,12 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.api.common import ApiContext, decode_body
+from vllm_sim.api.body import decode_body
 from vllm_sim.api.completions import parse_prompts
+from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
-from vllm_sim.engine.errors import RequestError
-from vllm_sim.server.http import AnyResponse, HttpRequest, json_response
+from vllm_sim.errors import RequestError
+from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
 
 class CompletionRenderRequest(msgspec.Struct):

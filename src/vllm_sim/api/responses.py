@@ -8,18 +8,12 @@ and events carry the fields the official SDK reads (`sequence_number`, `output_i
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import msgspec
 
-from vllm_sim.api.common import (
-    ApiContext,
-    check_output_limit,
-    decode_body,
-    unix_now,
-    wait_for_result,
-)
+from vllm_sim.api import capabilities
+from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import (
     ChatMessage,
     ContentBlock,
@@ -29,8 +23,9 @@ from vllm_sim.api.conversation import (
     ToolCall,
     read_conversation,
 )
+from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.api.logprobs import check_logprobs_count, response_logprobs
-from vllm_sim.api.streaming import named_event, sse_events
+from vllm_sim.api.streaming import named_event
 from vllm_sim.api.tools import (
     parse_tool_choice,
     parse_tools,
@@ -38,13 +33,12 @@ from vllm_sim.api.tools import (
     probe_schema,
     tool_candidates,
 )
-from vllm_sim.engine.errors import RequestError
-from vllm_sim.engine.request import GenerationRequest, JsonPlan, Prompt, ToolPlan
+from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.request import JsonPlan, Prompt, ToolPlan
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.server.http import AnyResponse, HttpRequest, StreamingResponse, json_response
+from vllm_sim.errors import RequestError
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
-_LENGTH = "length"
 
 
 class ResponsesRequest(msgspec.Struct):
@@ -62,9 +56,6 @@ class ResponsesRequest(msgspec.Struct):
     metadata: dict[str, Any] | None = None
     temperature: float | None = None
     top_p: float | None = None
-
-
-_decoder = msgspec.json.Decoder(ResponsesRequest)
 
 
 # ---------------------------------------------------------------- input items
@@ -167,7 +158,7 @@ def _tool_plan(ctx: ApiContext, body: ResponsesRequest) -> ToolPlan | None:
         if kind not in ("", "function"):
             # Built-in tools (web_search, file_search, ...) need a real backend.
             raise _fail(f'unsupported tool type "{kind}"', f"tools[{index}].type")
-    tools = parse_tools(body.tools, ctx.skip_tool_validation)
+    tools = parse_tools(body.tools, ctx.settings.skip_tool_validation)
     choice = parse_tool_choice(body.tool_choice)
     if _has_tool_output(body.input):
         return None  # the seed's rule: once a tool answered, the turn is text
@@ -178,85 +169,87 @@ def _tool_plan(ctx: ApiContext, body: ResponsesRequest) -> ToolPlan | None:
     return plan_tools(candidates, forced, ctx.engine.content.synthesis, max_calls=1)
 
 
-def _text_format(ctx: ApiContext, raw: object) -> tuple[dict[str, Any], JsonPlan | None]:
-    """The `text` object echoed back, and the JSON the output must be, if any."""
+def _text_echo(raw: object) -> dict[str, Any]:
+    """The `text` object the response echoes: the format asked for, else plain text."""
     fmt = raw.get("format") if isinstance(raw, dict) else None
     if not isinstance(fmt, dict) or fmt.get("type", "text") == "text":
-        return {"format": {"type": "text"}}, None
+        return {"format": {"type": "text"}}
+    if fmt.get("type") == "json_object":
+        return {"format": {"type": "json_object"}}
+    return {"format": fmt}
+
+
+def _json_plan(ctx: ApiContext, raw: object) -> JsonPlan | None:
+    """The JSON the output must be, if `text.format` asks for JSON."""
+    fmt = raw.get("format") if isinstance(raw, dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type", "text") == "text":
+        return None
     kind = fmt.get("type")
     if kind == "json_object":
-        return {"format": {"type": "json_object"}}, JsonPlan(None)
+        return JsonPlan(None)
     if kind == "json_schema":
         schema = fmt.get("schema")
         if not isinstance(schema, dict):
             raise _fail("text.format.schema must be an object", "text.format.schema")
         probe_schema(schema, "text.format", "text.format.schema", ctx.engine.content.synthesis)
-        return {"format": fmt}, JsonPlan(schema)
+        return JsonPlan(schema)
     raise _fail(f"unknown text.format type: {kind}", "text.format.type")
 
 
-def _validate(body: ResponsesRequest) -> None:
-    check_output_limit(body.max_output_tokens, "max_output_tokens", body.ignore_eos)
-    check_logprobs_count(body.top_logprobs, "top_logprobs")
+class ResponsesEndpoint(Endpoint[ResponsesRequest]):
+    path = "/v1/responses"
+    capabilities = capabilities.RESPONSES
+    decoder = msgspec.json.Decoder(ResponsesRequest)
 
-
-async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
-    body = decode_body(request.body, _decoder)
-    ctx.failures.check(request)
-    request_id = ctx.request_id(request)
-    model = ctx.resolve_model(body.model)
-    text, json_plan = _text_format(ctx, body.text)
-    tools = _tool_plan(ctx, body)
-    messages = input_messages(body.input)
-    _validate(body)
-    turns = read_conversation(messages).turns
-    token_ids = ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns)) if turns else []
-    generation = GenerationRequest(
-        request_id=request_id,
-        model=model,
-        prompts=[Prompt(token_ids, _echo_text(messages))],
-        max_tokens=body.max_output_tokens,
-        ignore_eos=bool(body.ignore_eos),
-        arrival_time=unix_now(),
-        max_tokens_field="max_output_tokens",
-        tools=tools,
-        json_output=json_plan,
-    )
-    stream = ctx.engine.submit(generation)
-    top = -1
-    if body.include and LOGPROBS_INCLUDE in body.include:
-        top = max(body.top_logprobs or 0, 0)
-    shape = ResponseShape(request_id, model, body, text, top)
-    headers = ctx.response_headers(request_id)
-    if body.stream:
-        return StreamingResponse(
-            sse_events(stream, request, ResponseEvents(shape)), headers=headers
+    def options(self, body: ResponsesRequest) -> Options:
+        return Options(
+            body.max_output_tokens,
+            "max_output_tokens",
+            stream=bool(body.stream),
+            ignore_eos=bool(body.ignore_eos),
         )
-    await wait_for_result(stream, request)
-    seq = stream.sequences[0]
-    return json_response(shape.response(seq, [output_item(seq, shape, done=True)]), headers=headers)
+
+    def plan(self, ctx: ApiContext, body: ResponsesRequest) -> Plan:
+        check_logprobs_count(body.top_logprobs, "top_logprobs")
+        json_plan = _json_plan(ctx, body.text)
+        tools = _tool_plan(ctx, body)
+        messages = input_messages(body.input)
+        turns = read_conversation(messages).turns
+        token_ids = ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns)) if turns else []
+        return Plan([Prompt(token_ids, _echo_text(messages))], tools, json_plan)
+
+    def chunks(self, call: Call[ResponsesRequest]) -> ResponseEvents:
+        return ResponseEvents(ResponseShape(call))
+
+    def answer(self, call: Call[ResponsesRequest]) -> dict[str, Any]:
+        shape = ResponseShape(call)
+        seq = call.stream.sequences[0]
+        return shape.response(seq, [output_item(seq, shape, done=True)])
 
 
 # ---------------------------------------------------------------- objects
 class ResponseShape:
     """What every response object of one request shares."""
 
-    def __init__(
-        self, request_id: str, model: str, body: ResponsesRequest, text: dict[str, Any], top: int
-    ) -> None:
-        self.id = f"resp_{request_id}"
-        self.message_id = f"msg_{request_id}"
-        self.model = model
+    def __init__(self, call: Call[ResponsesRequest]) -> None:
+        body = call.body
+        self.id = f"resp_{call.request_id}"
+        self.message_id = f"msg_{call.request_id}"
+        self.model = call.model
         self.body = body
-        self.text = text
-        self.top = top
-        self.created_at = int(time.time())
+        self.text = _text_echo(body.text)
+        self.top = -1  # no logprobs unless `include` asks for them
+        if body.include and LOGPROBS_INCLUDE in body.include:
+            self.top = max(body.top_logprobs or 0, 0)
+        self.created_at = int(call.stream.request.arrival_time)
 
     def response(
         self, seq: Sequence | None, output: list[dict[str, Any]], status: str = ""
     ) -> dict[str, Any]:
         body = self.body
-        incomplete = seq is not None and seq.finish_reason == _LENGTH and seq.tool_calls is None
+        incomplete = (
+            seq is not None and seq.finish_reason == FinishReason.LENGTH and seq.tool_calls is None
+        )
         status = status or ("incomplete" if incomplete else "completed")
         return {
             "id": self.id,
@@ -319,7 +312,7 @@ def output_item(seq: Sequence, shape: ResponseShape, done: bool) -> dict[str, An
             "status": status,
         }
     content = [_text_part(seq, shape, "".join(seq.output_pieces))] if done else []
-    if done and seq.finish_reason == _LENGTH:
+    if done and seq.finish_reason == FinishReason.LENGTH:
         status = "incomplete"
     return {
         "type": "message",

@@ -7,10 +7,11 @@ from typing import Protocol
 
 import msgspec
 
+from vllm_sim.api.errors import as_request_error
 from vllm_sim.api.usage import usage_of
-from vllm_sim.engine.errors import RequestAborted, RequestError
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.server.http import BodyWriter, HttpRequest, error_body
+from vllm_sim.errors import RequestAborted, RequestError
+from vllm_sim.http.messages import BodyWriter, HttpRequest, error_body
 
 
 class ChunkEncoder(Protocol):
@@ -134,7 +135,7 @@ async def _write_events(
             if isinstance(error, RequestAborted):
                 return
             if error is not None:
-                parts.append(encoder.error(_as_request_error(error)))
+                parts.append(encoder.error(as_request_error(error)))
             elif stream.done:
                 parts.append(encoder.closing(stream))
             if parts:
@@ -166,12 +167,6 @@ def _encode_news(
     if seq.finished:
         closed[i] = True
         parts.append(encoder.finish(seq))
-
-
-def _as_request_error(error: BaseException) -> RequestError:
-    if isinstance(error, RequestError):
-        return error
-    return RequestError(500, str(error))
 
 
 _encode = msgspec.json.encode

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import msgspec
 
-from vllm_sim.api.common import ApiContext, decode_body
+from vllm_sim.api.body import decode_body
+from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import ChatMessage, read_conversation
-from vllm_sim.engine.errors import RequestError
-from vllm_sim.server.http import AnyResponse, HttpRequest, json_response
+from vllm_sim.errors import RequestError
+from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
 _MAX_TOKEN_ID = 2**32 - 1
 TOKENIZE_PARSE_PREFIX = "Failed to read and parse tokenize request body, "
@@ -43,7 +44,7 @@ async def tokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     return json_response(
         {
             "count": len(ids),
-            "max_model_len": ctx.max_model_len,
+            "max_model_len": ctx.settings.max_model_len,
             "tokens": ids,
             "token_strs": pieces if body.return_token_strs else None,
         }

@@ -14,9 +14,8 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.engine.errors import RequestError
 from vllm_sim.engine.sequence import Sequence
-from vllm_sim.server.http import HttpRequest
+from vllm_sim.http.messages import HttpRequest
 
 CACHE_THRESHOLD_HEADER = b"x-cache-threshold-finish-reason"
 NIXL_SIDE_CHANNEL_PORT = 5600  # vLLM's default VLLM_NIXL_SIDE_CHANNEL_PORT
@@ -31,11 +30,6 @@ class KvTransferParams(msgspec.Struct):
     remote_host: str | None = None
     remote_port: int | None = None
     tp_size: int | None = None
-
-
-def check_transfer(params: KvTransferParams | None, stream: bool) -> None:
-    if params is not None and params.do_remote_decode and stream:
-        raise RequestError(400, "Prefill does not support streaming", "kv_transfer_params")
 
 
 def cache_threshold_forced(request: HttpRequest) -> bool:

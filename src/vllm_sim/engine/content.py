@@ -6,7 +6,8 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from vllm_sim.engine.errors import RequestError
+from vllm_sim.engine.errors import EngineError, Refusal
+from vllm_sim.engine.finish import FinishReason
 from vllm_sim.engine.generation.echo import echo_token_ids, echo_tokens
 from vllm_sim.engine.generation.lengths import response_length
 from vllm_sim.engine.generation.sentences import SentenceBank
@@ -27,9 +28,6 @@ if TYPE_CHECKING:
 
 ECHO = "echo"
 
-FINISH_STOP = "stop"
-FINISH_LENGTH = "length"
-FINISH_TOOL_CALLS = "tool_calls"
 TOOL_CALL_OVERHEAD = 3  # usage tokens per call beyond its arguments (the reference's count)
 # `json_object` without a schema: an object with one answer, as a JSON-mode model gives.
 _ANY_OBJECT = {
@@ -59,7 +57,7 @@ class ContentSource:
         self._bank = SentenceBank(tokenizer)
 
     def generate(self, seq: Sequence, max_model_len: int) -> None:
-        """Raises RequestError when a schema cannot be satisfied."""
+        """Raises EngineError when a schema cannot be satisfied."""
         request = seq.request
         if self.encoder_only:
             self._placeholder_output(seq)
@@ -78,14 +76,14 @@ class ContentSource:
         )
         seq.output_ids, seq.output_pieces = self._bank.generate(self._rng, length)
         max_len = request.max_tokens if request.max_tokens is not None else limit
-        seq.finish_reason = FINISH_LENGTH if length >= max_len else FINISH_STOP
+        seq.finish_reason = FinishReason.LENGTH if length >= max_len else FinishReason.STOP
 
     def _placeholder_output(self, seq: Sequence) -> None:
         """An encoder-only node produces no text: `max_tokens` copies of `!`, cut by length."""
         ids, pieces = self.tokenizer.tokenize("!")
         count = seq.request.max_tokens or 1
         seq.output_ids, seq.output_pieces = ids * count, pieces * count
-        seq.finish_reason = FINISH_LENGTH
+        seq.finish_reason = FinishReason.LENGTH
 
     def _echo(self, seq: Sequence) -> None:
         prompt = seq.prompt
@@ -96,7 +94,7 @@ class ContentSource:
         # Echo repeats the whole prompt; max_tokens only decides the finish reason.
         max_tokens = seq.request.max_tokens
         long_enough = max_tokens is not None and len(seq.output_ids) >= max_tokens
-        seq.finish_reason = FINISH_LENGTH if long_enough else FINISH_STOP
+        seq.finish_reason = FinishReason.LENGTH if long_enough else FinishReason.STOP
 
     def _tool_calls(self, seq: Sequence, plan: ToolPlan) -> bool:
         """Fills the sequence with tool calls; False when it is to answer in text."""
@@ -124,7 +122,7 @@ class ContentSource:
         seq.tool_calls = calls
         seq.call_starts = frozenset(call.start for call in calls[1:])
         seq.extra_completion_tokens = TOOL_CALL_OVERHEAD * count
-        seq.finish_reason = FINISH_TOOL_CALLS
+        seq.finish_reason = FinishReason.TOOL_CALLS
         return True
 
     def _json(self, seq: Sequence, plan: JsonPlan, max_model_len: int) -> None:
@@ -132,17 +130,17 @@ class ContentSource:
         ids, pieces = self.tokenizer.tokenize(arguments_json(value))
         limit = seq.request.max_tokens or max_model_len - seq.prompt_tokens
         # Like a real model, a JSON answer that does not fit is cut off, mid-value.
-        seq.finish_reason = FINISH_LENGTH if len(ids) > limit else FINISH_STOP
+        seq.finish_reason = FinishReason.LENGTH if len(ids) > limit else FinishReason.STOP
         seq.output_ids, seq.output_pieces = ids[:limit], pieces[:limit]
 
     def _synthesize(self, schema: object, what: str, param: str) -> object:
         if not isinstance(schema, dict):
-            raise RequestError(400, f"{what}: the schema must be an object", param)
+            raise EngineError(Refusal.INVALID, f"{what}: the schema must be an object", param)
         try:
             return synthesize(self._rng, schema, self.synthesis)
         except SynthesisError as error:
             message = f"cannot generate a value for {what}: {error}"
-            raise RequestError(400, message, param) from None
+            raise EngineError(Refusal.INVALID, message, param) from None
         except RecursionError:
             message = f"cannot generate a value for {what}: the schema is nested too deeply"
-            raise RequestError(400, message, param) from None
+            raise EngineError(Refusal.INVALID, message, param) from None

@@ -8,17 +8,17 @@ never accumulate scheduling lag and a thousand streams cost one timer, not a tho
 
 from __future__ import annotations
 
-import asyncio
+import enum
 import heapq
 import logging
 import random
-import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from vllm_sim.engine.clock import LoopScheduler, Scheduler, TimerHandle
 from vllm_sim.engine.content import ContentSource
-from vllm_sim.engine.errors import RequestAborted, RequestError
+from vllm_sim.engine.errors import EngineError, Refusal
+from vllm_sim.engine.finish import FinishReason
 from vllm_sim.engine.kvcache.cache import Lora
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencyModel, LatencySettings
@@ -26,6 +26,7 @@ from vllm_sim.engine.lora import LoraRegistry, LoraSlots
 from vllm_sim.engine.observer import EngineObserver, NullObserver
 from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
+from vllm_sim.errors import RequestAborted
 
 # A token whose deadline is this close is released now rather than after another timer
 # round trip: event-loop timers have millisecond granularity.
@@ -35,8 +36,13 @@ log = logging.getLogger("vllm_sim")
 
 QUEUE_FULL = "Failed to enqueue request, waiting requests queue is full"
 SLEEPING = "The model is sleeping: POST /wake_up before sending requests"
-CACHE_THRESHOLD = "cache_threshold"
-REMOTE_DECODE = "remote_decode"
+
+
+class Asleep(enum.Enum):
+    """What a sleeping model has freed (vLLM's sleep levels: weights and the KV cache)."""
+
+    WEIGHTS = "weights"
+    KV_CACHE = "kv_cache"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +64,7 @@ class Engine:
         latency: LatencySettings,
         content: ContentSource,
         rng: random.Random,
-        clock: Callable[[], float] = time.monotonic,
+        scheduler: Scheduler | None = None,
         observer: EngineObserver | None = None,
         kv: KvCacheManager | None = None,
     ) -> None:
@@ -66,10 +72,11 @@ class Engine:
         self._rng = rng
         self.latency = LatencyModel(latency, rng)
         self.content = content
-        self._clock = clock
+        self._scheduler: Scheduler = scheduler or LoopScheduler()
+        self._clock = self._scheduler.now
         self.observer: EngineObserver = observer or NullObserver()
         self.kv = kv
-        self.sleeping = False
+        self.asleep: frozenset[Asleep] = frozenset()
         self.loras = LoraRegistry()
         self.lora_slots = LoraSlots(
             limits.max_loras, limits.max_cpu_loras, self._lora_loaded, self._lora_unloaded
@@ -78,17 +85,35 @@ class Engine:
         self.num_waiting = 0
         self.num_running = 0
         self._heap: list[tuple[float, int, Sequence]] = []
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: TimerHandle | None = None
         self._timer_when = 0.0
         self._next_uid = 0
         self._admitting = False
         self._ticking = False
-        self.fake_running: int | None = None
+        self._fake_running: int | None = None
 
     # ----------------------------------------------------------------- public API
     def load(self) -> int:
         """The running count the load factor sees: fake metrics may generate one."""
-        return self.num_running if self.fake_running is None else self.fake_running
+        return self.num_running if self._fake_running is None else self._fake_running
+
+    def set_fake_load(self, running: int | None) -> None:
+        """A generated running count replaces the real one in the load factor (None: real)."""
+        self._fake_running = running
+
+    def sleep(self) -> None:
+        """Frees the weights and the KV cache: the prefix cache is cleared and stays off,
+        and every request is refused until woken."""
+        self.asleep = frozenset(Asleep)
+        if self.kv is not None:
+            self.kv.cache.clear()
+            self.kv.cache.disabled = True
+
+    def wake(self, parts: frozenset[Asleep]) -> None:
+        """Brings `parts` back; the prefix cache works again once the KV cache is awake."""
+        self.asleep -= parts
+        if self.kv is not None and Asleep.KV_CACHE not in self.asleep:
+            self.kv.cache.disabled = False
 
     @property
     def open_requests(self) -> int:
@@ -102,9 +127,9 @@ class Engine:
         self._admit()
 
     def submit(self, request: GenerationRequest) -> RequestStream:
-        """Admits a request whole, or raises RequestError (context length, queue full)."""
-        if self.sleeping:
-            raise RequestError(503, SLEEPING)
+        """Admits a request whole, or raises EngineError (asleep, context length, queue full)."""
+        if self.asleep:
+            raise EngineError(Refusal.SLEEPING, SLEEPING)
         if request.model in self.loras:
             request.lora = request.model
         for prompt in request.prompts:
@@ -118,9 +143,8 @@ class Engine:
         free = self.limits.max_num_seqs - self.num_running
         must_wait = count if self.num_waiting else max(count - free, 0)
         if must_wait and self.num_waiting + must_wait > self.limits.max_waiting_queue_length:
-            raise RequestError(429, QUEUE_FULL)
-        stream = RequestStream(request)
-        stream._abort_cb = self.abort
+            raise EngineError(Refusal.QUEUE_FULL, QUEUE_FULL)
+        stream = RequestStream(request, self.abort)
         now = self._clock()
         for p_index in range(len(request.prompts)):
             for choice in range(request.n):
@@ -134,7 +158,8 @@ class Engine:
             self.observer.sequence_queued(seq)
         self._admit()
         for seq in stream.sequences:
-            # Only sequences that did not start at once have really queued (metrics.md §4).
+            # Only sequences that did not start at once have really queued: vLLM observes
+            # queue time for those alone.
             seq.waited = seq.state is SeqState.WAITING
         return stream
 
@@ -163,8 +188,8 @@ class Engine:
         limit = self.limits.max_model_len
         total = prompt_tokens + completion
         if total > limit:
-            raise RequestError(
-                400,
+            raise EngineError(
+                Refusal.INVALID,
                 f"This model's maximum context length is {limit} tokens. However, you "
                 f"requested {total} tokens ({prompt_tokens} in the messages, {completion} in "
                 "the completion). Please reduce the length of the messages or completion",
@@ -223,15 +248,15 @@ class Engine:
             return
         try:
             self.content.generate(seq, self.limits.max_model_len)
-        except RequestError as exc:
+        except EngineError as exc:
             self._fail(seq, exc)
             return
         except Exception:  # a bug must cost this request, never its slot or the server
             log.exception("generating request %s failed", seq.request.request_id)
-            self._fail(seq, RequestError(500, "Internal server error"))
+            self._fail(seq, EngineError(Refusal.INTERNAL, "Internal server error"))
             return
         if seq.request.do_remote_decode:
-            seq.finish_reason = REMOTE_DECODE  # the decode node continues this one
+            seq.finish_reason = FinishReason.REMOTE_DECODE  # the decode node continues this one
         # Prefix-cache hits (seq.cached_tokens) are looked up here, before the TTFT.
         # The sequence keeps the latency model it started under: a config update applies
         # to later requests, never to half of one.
@@ -273,7 +298,7 @@ class Engine:
 
     def _refuse_by_threshold(self, seq: Sequence, now: float) -> None:
         """Answers at once, with no tokens: the router should send it elsewhere."""
-        seq.finish_reason = CACHE_THRESHOLD
+        seq.finish_reason = FinishReason.CACHE_THRESHOLD
         self.observer.sequence_started(seq)
         self._finish(seq, now)
 
@@ -325,8 +350,7 @@ class Engine:
         if self._timer is None or deadline < self._timer_when:
             if self._timer is not None:
                 self._timer.cancel()
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_at(deadline, self._tick)
+            self._timer = self._scheduler.call_at(deadline, self._tick)
             self._timer_when = deadline
 
     def _tick(self) -> None:
@@ -351,7 +375,7 @@ class Engine:
             stream.notify()
         if heap:
             self._timer_when = heap[0][0]
-            self._timer = asyncio.get_running_loop().call_at(self._timer_when, self._tick)
+            self._timer = self._scheduler.call_at(self._timer_when, self._tick)
 
     # ----------------------------------------------------------------- endings
     def _finish(self, seq: Sequence, now: float) -> None:
@@ -378,7 +402,7 @@ class Engine:
         if self.kv is not None:
             self.kv.cache.loaded_models.discard(name)
 
-    def _fail(self, seq: Sequence, error: RequestError) -> None:
+    def _fail(self, seq: Sequence, error: EngineError) -> None:
         """A sequence failed after admission: the whole request fails, siblings stop."""
         self._drop_all(seq.stream, aborted=False)
         seq.stream.fail(error)

@@ -1,42 +1,23 @@
-"""The one error type every layer raises for a request that cannot be served."""
+"""Why the engine refuses or fails a request, in its own terms: the API maps each refusal to
+the status and envelope of the protocol the request came in on."""
 
 from __future__ import annotations
 
-_TYPE_BY_STATUS = {
-    400: "BadRequestError",
-    401: "AuthenticationError",
-    403: "PermissionDeniedError",
-    404: "NotFoundError",
-    405: "MethodNotAllowedError",
-    413: "RequestEntityTooLargeError",
-    422: "UnprocessableEntityError",
-    429: "RateLimitError",
-}
+import enum
 
 
-def error_type_for(status: int) -> str:
-    """The OpenAI SDK class name a status maps to (vLLM uses the same names)."""
-    if status >= 500:
-        return "InternalServerError"
-    return _TYPE_BY_STATUS.get(status, "APIConnectionError")
+class Refusal(enum.Enum):
+    INVALID = "invalid"  # the request cannot be served as asked (context, schema, cache size)
+    QUEUE_FULL = "queue_full"  # no room to wait: the caller should retry later
+    SLEEPING = "sleeping"  # the model is asleep until woken
+    INTERNAL = "internal"  # a bug cost this request
 
 
-class RequestError(Exception):
-    """A request failed with an HTTP status and an OpenAI-shaped error body."""
+class EngineError(Exception):
+    """A request the engine refused at submission, or that failed after it was admitted."""
 
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        param: str | None = None,
-        error_type: str | None = None,
-    ) -> None:
+    def __init__(self, refusal: Refusal, message: str, param: str | None = None) -> None:
         super().__init__(message)
-        self.status = status
+        self.refusal = refusal
         self.message = message
         self.param = param
-        self.error_type = error_type or error_type_for(status)
-
-
-class RequestAborted(Exception):
-    """The client went away; the request's slot and queue place were freed."""

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vllm_sim.engine.errors import RequestAborted, RequestError
+from vllm_sim.engine.finish import FinishReason
 
 if TYPE_CHECKING:
     from vllm_sim.engine.latency import LatencyModel
@@ -87,7 +87,7 @@ class Sequence:
         self.output_pieces: list[str] = []
         self.emitted = 0  # tokens released to the client so far
         self.sent = 0  # tokens the protocol encoder has already written
-        self.finish_reason: str | None = None
+        self.finish_reason: FinishReason | None = None
         self.cached_tokens = 0
         self.tool_calls: list[ToolCallOutput] | None = None
         # Token indices that open a later tool call: they follow without a decode step.
@@ -127,14 +127,16 @@ class RequestStream:
 
     __slots__ = ("_abort_cb", "_done", "_waiter", "error", "remaining", "request", "sequences")
 
-    def __init__(self, request: GenerationRequest) -> None:
+    def __init__(
+        self, request: GenerationRequest, abort: Callable[[RequestStream], None] | None = None
+    ) -> None:
         self.request = request
         self.sequences: list[Sequence] = []
         self.remaining = 0
         self.error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._done = False
-        self._abort_cb: Callable[[RequestStream], None] | None = None
+        self._abort_cb = abort  # frees what the stream holds in its engine
 
     @property
     def done(self) -> bool:
@@ -195,6 +197,3 @@ class RequestStream:
     def raise_if_failed(self) -> None:
         if self.error is not None:
             raise self.error
-
-
-__all__ = ["RequestAborted", "RequestError", "RequestStream", "SeqState", "Sequence"]

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_sim.api.admin import RuntimeControl
-from vllm_sim.api.common import ApiContext, RequestIds
+from vllm_sim.api.context import ApiContext, RequestIds, ServingSettings
 from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.health import Readiness
 from vllm_sim.api.omni import ImageEmission
-from vllm_sim.api.sleep import SleepState
+from vllm_sim.api.routes import build_routes
 from vllm_sim.config import Config, FakeMetrics
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
@@ -23,13 +23,11 @@ from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.events import KvEventPublisher, offset_endpoint, topic_for
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.settings import latency_from_config, limits_from_config
-from vllm_sim.engine.stats import MetricsRecorder
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
+from vllm_sim.http.app import App
 from vllm_sim.metrics.catalogue import SchedulerGauges, VllmMetrics, fake_gauges, live_gauges
 from vllm_sim.metrics.fake import FakeMetricsDriver
-from vllm_sim.server.app import App
-from vllm_sim.server.http import Headers
-from vllm_sim.server.routes import build_routes
+from vllm_sim.metrics.recorder import MetricsRecorder
 
 MB = 1024 * 1024
 
@@ -48,15 +46,31 @@ class Instance:
     background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
 
 
-def pod_headers(cfg: Config, port: int) -> Headers:
+def pod_headers(cfg: Config, port: int) -> tuple[tuple[bytes, bytes], ...]:
     """The headers llm-d uses to see which pod answered."""
-    headers: Headers = []
+    headers: list[tuple[bytes, bytes]] = []
     if cfg.pod_name:
         headers.append((b"x-inference-pod", cfg.pod_name.encode()))
         headers.append((b"x-inference-port", str(port).encode()))
     if cfg.pod_namespace:
         headers.append((b"x-inference-namespace", cfg.pod_namespace.encode()))
-    return headers
+    return tuple(headers)
+
+
+def serving_settings(cfg: Config, port: int) -> ServingSettings:
+    return ServingSettings(
+        served_model_names=cfg.served_model_name,
+        base_model=cfg.model,
+        max_model_len=cfg.max_model_len,
+        block_size=cfg.block_size,
+        pod_ip=cfg.pod_ip,
+        kv_enabled=cfg.enable_kvcache,
+        mm_encoder_only=cfg.mm_encoder_only,
+        skip_tool_validation=cfg.skip_tool_validation,
+        default_embedding_dimensions=cfg.default_embedding_dimensions,
+        echo_request_id=cfg.enable_request_id_headers,
+        pod_headers=pod_headers(cfg, port),
+    )
 
 
 def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
@@ -68,43 +82,29 @@ def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
     )
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
     kv = _kv_cache(cfg, port, rank, background)
-    engine = Engine(limits_from_config(cfg), latency_from_config(cfg), content, rng, kv=kv)
+    metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len)
+    metrics.cache_config.labels(str(cfg.block_size), str(cfg.kv_cache_size)).set(1)
+    record = cfg.fake_metrics is None and not cfg.disable_log_stats
+    observer = MetricsRecorder(metrics, cfg.max_loras) if record else None
+    engine = Engine(
+        limits_from_config(cfg), latency_from_config(cfg), content, rng, observer=observer, kv=kv
+    )
     for module in cfg.lora_modules:
         engine.loras.load(module.name, module.path)
     failures = FailureInjector(cfg.model, rng)
     images = ImageEmission(cfg.omni, rng)
-    ctx = ApiContext(
-        engine=engine,
-        tokenizer=tokenizer,
-        served_model_names=cfg.served_model_name,
-        base_model=cfg.model,
-        max_model_len=cfg.max_model_len,
-        request_ids=RequestIds(cfg.seed, port),
-        pod_headers=pod_headers(cfg, port),
-        echo_request_id=cfg.enable_request_id_headers,
-        mode=cfg.mode,
-        failures=failures,
-        images=images,
-        skip_tool_validation=cfg.skip_tool_validation,
-        block_size=cfg.block_size,
-        pod_ip=cfg.pod_ip,
-        kv_enabled=kv is not None,
-        mm_encoder_only=cfg.mm_encoder_only,
-        default_embedding_dimensions=cfg.default_embedding_dimensions,
-    )
+    settings = serving_settings(cfg, port)
+    ctx = ApiContext(engine, tokenizer, settings, RequestIds(cfg.seed, port), failures, images)
     readiness = Readiness(cfg.startup_duration / 1e9)
-    metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len)
-    metrics.cache_config.labels(str(cfg.block_size), str(cfg.kv_cache_size)).set(1)
     on_fake: Callable[[FakeMetrics], None] | None = None
     if cfg.fake_metrics is None:
-        _real_metrics(metrics, engine, cfg.max_loras, record=not cfg.disable_log_stats)
+        _real_metrics(metrics, engine, cfg.max_loras, record)
     else:
         driver = _fake_metrics(metrics, engine, cfg)
         background.append(driver.run)
         on_fake = driver.update
     control = RuntimeControl(cfg, engine, failures, images, on_fake)
-    sleep = SleepState(engine, cfg.enable_sleep_mode) if cfg.vllm_dev_mode else None
-    routes = build_routes(ctx, metrics.registry, readiness, control, sleep)
+    routes = build_routes(ctx, metrics.registry, readiness, control, cfg.vllm_dev_mode)
     app = App(routes, cfg.max_request_body_size_mb * MB)
     return Instance(cfg, port, app, engine, readiness, control, background)
 
@@ -120,7 +120,6 @@ def _real_metrics(metrics: VllmMetrics, engine: Engine, max_loras: int, record: 
     metrics.lora_info.labels(str(max_loras), "", "").set(int(time.time()))
     if record:
         metrics.precreate_series()
-        engine.observer = MetricsRecorder(metrics, max_loras)
 
 
 def _fake_metrics(metrics: VllmMetrics, engine: Engine, cfg: Config) -> FakeMetricsDriver:
@@ -128,16 +127,13 @@ def _fake_metrics(metrics: VllmMetrics, engine: Engine, cfg: Config) -> FakeMetr
     gauges = fake_gauges()
     metrics.register(gauges)
 
-    def set_load_running(value: int | None) -> None:
-        engine.fake_running = value
-
     return FakeMetricsDriver(
         metrics,
         gauges,
         cfg.fake_metrics,
         cfg.max_loras,
         cfg.fake_metrics_refresh_interval / 1e9,
-        set_load_running,
+        engine.set_fake_load,
     )
 
 

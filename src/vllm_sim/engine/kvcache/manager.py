@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
-from vllm_sim.engine.errors import RequestError
+from vllm_sim.engine.errors import EngineError, Refusal
 from vllm_sim.engine.kvcache.cache import BlockCache, Lora
 from vllm_sim.engine.kvcache.hashing import block_hashes, mm_block_extras
 
@@ -47,8 +47,8 @@ class KvCacheManager:
         else:
             hashes = self._chain(token_ids, model, count, features)
         if len(hashes) > self.cache.capacity:
-            raise RequestError(
-                400,
+            raise EngineError(
+                Refusal.INVALID,
                 f"the prompt needs {len(hashes)} KV-cache blocks of {bs} tokens, more than the "
                 f"whole cache holds ({self.cache.capacity} blocks, --kv-cache-size)",
             )

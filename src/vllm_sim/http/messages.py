@@ -1,4 +1,4 @@
-"""The server's view of one HTTP exchange: a parsed request and the response kinds."""
+"""One HTTP exchange: a parsed request and the response kinds."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.engine.errors import RequestError
+from vllm_sim.errors import RequestError
 
 Headers = list[tuple[bytes, bytes]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]

@@ -1,4 +1,4 @@
-"""Records vLLM's request metrics from the engine's lifecycle events (metrics.md §4).
+"""Records vLLM's request metrics from the engine's lifecycle events.
 
 Every observation is what happened to the sequence: its sampled TTFT and inter-token
 delays, and the measured times between its transitions. Nothing is read from the config.
@@ -13,13 +13,14 @@ import time
 from bisect import bisect_left
 from collections import Counter
 
+from vllm_sim.engine.finish import FinishReason
 from vllm_sim.engine.sequence import Sequence
 from vllm_sim.metrics.catalogue import VllmMetrics
 from vllm_sim.metrics.families import HistogramSeries
 
 ABORT = "abort"
 # vLLM's engine ends a tool-calling turn as `stop`; the API layer alone says `tool_calls`.
-_ENGINE_REASON = {"tool_calls": "stop"}
+_ENGINE_REASON = {FinishReason.TOOL_CALLS: FinishReason.STOP}
 
 
 def _observe(series: HistogramSeries, value: float) -> None:
@@ -56,7 +57,7 @@ class MetricsRecorder:
         self._request_tpot = metrics.request_tpot.labels(model)
         self._success = {
             reason: metrics.request_success.labels(model, reason)
-            for reason in ("stop", "length", ABORT)
+            for reason in (FinishReason.STOP, FinishReason.LENGTH, ABORT)
         }
 
     def sequence_queued(self, seq: Sequence) -> None:
@@ -86,7 +87,7 @@ class MetricsRecorder:
 
     def sequence_finished(self, seq: Sequence) -> None:
         self._lora_ended(seq)
-        reason = seq.finish_reason or "stop"
+        reason = seq.finish_reason or FinishReason.STOP
         self._record_end(seq, _ENGINE_REASON.get(reason, reason), seq.completion_tokens)
 
     def sequence_aborted(self, seq: Sequence) -> None:
@@ -95,7 +96,8 @@ class MetricsRecorder:
         self._record_end(seq, ABORT, seq.emitted)
 
     def sequence_failed(self, seq: Sequence) -> None:
-        # A worker-side failure changes only the gauges and the LoRA info (metrics.md §4).
+        # vLLM counts no success for a request that failed in the engine: only the gauges
+        # (which read the engine) and the LoRA info change.
         self._lora_ended(seq)
 
     def _lora_ended(self, seq: Sequence) -> None:

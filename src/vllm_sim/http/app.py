@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_sim.engine.errors import RequestAborted, RequestError
-from vllm_sim.server.http import (
+from vllm_sim.errors import RequestAborted, RequestError
+from vllm_sim.http.messages import (
     AnyResponse,
     Handler,
     HttpRequest,

@@ -1,0 +1,58 @@
+"""Decoding a JSON request body into its protocol's typed form, with vLLM's leniencies."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TypeVar
+
+import msgspec
+
+from vllm_sim.errors import RequestError
+
+T = TypeVar("T")
+
+PARSE_ERROR_PREFIX = "Failed to read and parse request body, "
+_PATH = re.compile(r" - at `\$\.?([^`]*)`$")
+
+
+def decode_body(
+    body: bytes, decoder: msgspec.json.Decoder[T], prefix: str = PARSE_ERROR_PREFIX
+) -> T:
+    """Decodes and type-checks a JSON body; a 400 naming the offending field otherwise."""
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        deduplicated = _last_key_wins(body)
+        if deduplicated is not None:
+            return decode_body(deduplicated, decoder, prefix)
+        text = str(exc)
+        match = _PATH.search(text)
+        param = match.group(1) if match else None
+        raise RequestError(400, prefix + text, param=param) from None
+    except msgspec.DecodeError as exc:
+        raise RequestError(400, prefix + str(exc)) from None
+    except RecursionError:
+        raise RequestError(400, prefix + "JSON is nested too deeply") from None
+
+
+def _last_key_wins(body: bytes) -> bytes | None:
+    """The body with every duplicate key reduced to its last value, as Python's json
+    (and so vLLM) reads it; None when it has no duplicate keys.
+
+    msgspec checks each occurrence of a key, so `{"n": "x", "n": 2}` would fail there
+    while vLLM accepts it. Only a failed decode pays for this second look.
+    """
+    found = False
+
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        nonlocal found
+        result = dict(items)
+        found = found or len(result) < len(items)
+        return result
+
+    try:
+        value = json.loads(body, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    return msgspec.json.encode(value) if found else None

@@ -1,0 +1,116 @@
+"""What protocol handlers read: the engine, the tokenizer, the served names and settings."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+
+from vllm_sim.api.failures import FailureInjector
+from vllm_sim.api.omni import ImageEmission
+from vllm_sim.engine.core import Engine
+from vllm_sim.engine.tokenizer import Tokenizer
+from vllm_sim.errors import RequestError
+from vllm_sim.http.messages import Headers, HttpRequest
+
+
+class RequestIds:
+    """Request ids as the reference makes them: uuid5 of "<seed>-<port>-<counter>".
+
+    Computed from one SHA-1 per id rather than through uuid.uuid5, which costs several
+    times more on the request path; a test checks both agree.
+    """
+
+    __slots__ = ("_counter", "_prefix")
+
+    def __init__(self, seed: int, port: int) -> None:
+        self._prefix = uuid.NAMESPACE_URL.bytes + f"{seed}-{port}-".encode()
+        self._counter = 0
+
+    def next(self) -> str:
+        digest = bytearray(hashlib.sha1(self._prefix + str(self._counter).encode()).digest())
+        self._counter += 1
+        digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+        digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = digest[:16].hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+@dataclass(frozen=True, slots=True)
+class ServingSettings:
+    """The part of the configuration protocols read; fixed while the server runs."""
+
+    served_model_names: tuple[str, ...]
+    base_model: str
+    max_model_len: int
+    block_size: int = 16
+    pod_ip: str = ""
+    kv_enabled: bool = False
+    mm_encoder_only: bool = False
+    skip_tool_validation: bool = False
+    default_embedding_dimensions: int = 384
+    echo_request_id: bool = False  # --enable-request-id-headers
+    pod_headers: tuple[tuple[bytes, bytes], ...] = ()
+
+    @property
+    def display_model(self) -> str:
+        """The name answers carry for the base model: the first served name."""
+        return self.served_model_names[0]
+
+
+class ApiContext:
+    """One served instance as the protocol handlers see it."""
+
+    __slots__ = (
+        "_pod_headers",
+        "_served",
+        "engine",
+        "failures",
+        "images",
+        "request_ids",
+        "settings",
+        "tokenizer",
+    )
+
+    def __init__(
+        self,
+        engine: Engine,
+        tokenizer: Tokenizer,
+        settings: ServingSettings,
+        request_ids: RequestIds,
+        failures: FailureInjector,
+        images: ImageEmission,
+    ) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.request_ids = request_ids
+        self.failures = failures
+        self.images = images
+        self._served = frozenset(settings.served_model_names)
+        self._pod_headers: Headers = list(settings.pod_headers)
+
+    def resolve_model(self, name: str | None) -> str:
+        """The model name a response carries; 404 for a model this server does not serve.
+
+        A missing model means the default one, as in vLLM.
+        """
+        if not name or name in self._served:
+            return self.settings.display_model
+        if name in self.engine.loras:
+            return name  # an adapter keeps its own name in answers, metrics and KV events
+        raise RequestError(404, f"The model `{name}` does not exist.", param="model")
+
+    def request_id(self, request: HttpRequest) -> str:
+        """The request's id, made once: the client's X-Request-Id if echoed, else a new one."""
+        if request.request_id is not None:
+            return request.request_id
+        given = request.header(b"x-request-id") if self.settings.echo_request_id else None
+        request.request_id = given or self.request_ids.next()
+        return request.request_id
+
+    def response_headers(self, request_id: str) -> Headers:
+        """Pod headers, and X-Request-Id when --enable-request-id-headers is on."""
+        if not self.settings.echo_request_id:
+            return self._pod_headers
+        return [*self._pod_headers, (b"x-request-id", request_id.encode())]

@@ -1,0 +1,106 @@
+"""The interface a generation protocol implements, and what the pipeline hands it back.
+
+A protocol says only what differs between APIs: how its body decodes, where its common
+knobs (max tokens, stream, n, ...) live, how its body becomes prompts, tools and output
+formats, how it frames a stream, and what its final answer looks like. Everything else
+(failure injection, request ids, models, validation of the common knobs, admission,
+waiting, errors and headers) is the pipeline's, the same for every protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+import msgspec
+
+from vllm_sim.api.capabilities import Capabilities
+from vllm_sim.api.context import ApiContext
+from vllm_sim.api.streaming import ChunkEncoder
+from vllm_sim.api.transfer import KvTransferParams
+from vllm_sim.engine.request import JsonPlan, Prompt, ToolPlan
+from vllm_sim.engine.sequence import RequestStream
+from vllm_sim.errors import RequestError
+from vllm_sim.http.messages import error_body
+
+
+class ModelNamed(Protocol):
+    """Every generation body names (or omits) the model it asks for."""
+
+    model: str | None
+
+
+B = TypeVar("B", bound=ModelNamed)
+
+
+class StreamOptions(msgspec.Struct):
+    """OpenAI's `stream_options`."""
+
+    include_usage: bool | None = None
+
+
+def wants_usage(stream_options: StreamOptions | None) -> bool:
+    return stream_options is not None and bool(stream_options.include_usage)
+
+
+@dataclass(slots=True)
+class Options:
+    """The knobs every generation protocol has, read from its own field names."""
+
+    max_tokens: int | None
+    max_tokens_field: str  # the field that carried max_tokens, named in errors
+    stream: bool = False
+    ignore_eos: bool = False
+    n: int | None = None
+    include_usage: bool = False  # stream_options.include_usage
+    transfer: KvTransferParams | None = None
+    cache_hit_threshold: float | None = None
+
+
+@dataclass(slots=True)
+class Plan:
+    """What a request asks the engine to say: its prompts, and tools or JSON it may answer."""
+
+    prompts: list[Prompt]
+    tools: ToolPlan | None = None
+    json_output: JsonPlan | None = None
+
+
+@dataclass(slots=True)
+class Call(Generic[B]):
+    """One admitted request, as the protocol's encoders read it."""
+
+    ctx: ApiContext
+    request_id: str
+    model: str
+    body: B
+    options: Options
+    stream: RequestStream
+
+
+class Endpoint(Generic[B]):
+    """One generation protocol. Subclasses set the class attributes and implement the
+    four methods; `error_body` is OpenAI's envelope unless the protocol has its own."""
+
+    path: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+    decoder: msgspec.json.Decoder[B]
+
+    def options(self, body: B) -> Options:
+        """The common knobs, after the protocol's own rules on its fields."""
+        raise NotImplementedError
+
+    def plan(self, ctx: ApiContext, body: B) -> Plan:
+        """Prompts, tools and output format; raises RequestError naming a bad field."""
+        raise NotImplementedError
+
+    def chunks(self, call: Call[B]) -> ChunkEncoder:
+        """The stream framing of one request."""
+        raise NotImplementedError
+
+    def answer(self, call: Call[B]) -> dict[str, Any]:
+        """The whole answer of a finished request that was not streamed."""
+        raise NotImplementedError
+
+    def error_body(self, error: RequestError) -> bytes:
+        return error_body(error)

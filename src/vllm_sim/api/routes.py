@@ -1,0 +1,83 @@
+"""The route table: every endpoint, bound to the API context it serves from."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from vllm_sim.api import embeddings, lora, models, render, tokenize
+from vllm_sim.api.admin import RuntimeControl, admin_handlers
+from vllm_sim.api.anthropic import MessagesEndpoint
+from vllm_sim.api.chat import ChatEndpoint
+from vllm_sim.api.completions import CompletionsEndpoint
+from vllm_sim.api.context import ApiContext
+from vllm_sim.api.endpoint import Endpoint
+from vllm_sim.api.generate import GenerateEndpoint
+from vllm_sim.api.health import Readiness, health, metrics_handler, readiness_handler
+from vllm_sim.api.pipeline import generation_handler
+from vllm_sim.api.responses import ResponsesEndpoint
+from vllm_sim.api.sleep import sleep_handlers
+from vllm_sim.http.app import Route
+from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest
+from vllm_sim.metrics.exposition import Registry
+
+ApiHandler = Callable[[ApiContext, HttpRequest], Awaitable[AnyResponse]]
+
+
+def generation_endpoints() -> list[Endpoint[Any]]:
+    """Every endpoint that runs the engine; each is served by the one pipeline."""
+    return [
+        ChatEndpoint(),
+        CompletionsEndpoint(),
+        ResponsesEndpoint(),
+        GenerateEndpoint(),
+        MessagesEndpoint(),
+    ]
+
+
+def _bind(ctx: ApiContext, handler: ApiHandler) -> Handler:
+    async def bound(request: HttpRequest) -> AnyResponse:
+        return await handler(ctx, request)
+
+    return bound
+
+
+def build_routes(
+    ctx: ApiContext,
+    registry: Registry,
+    readiness: Readiness,
+    control: RuntimeControl,
+    dev_mode: bool = False,
+) -> list[Route]:
+    show_config, update_config, update_fake_metrics = admin_handlers(control)
+    routes = [
+        # Generation endpoints refuse new work while the server drains for shutdown.
+        *(
+            Route(e.path, {"POST": generation_handler(ctx, e)}, True)
+            for e in generation_endpoints()
+        ),
+        Route("/v1/completions/render", {"POST": _bind(ctx, render.render_completion)}),
+        Route("/v1/chat/completions/render", {"POST": _bind(ctx, render.render_chat)}),
+        Route("/tokenize", {"POST": _bind(ctx, tokenize.tokenize)}),
+        Route("/detokenize", {"POST": _bind(ctx, tokenize.detokenize)}),
+        Route("/v1/models", {"GET": _bind(ctx, models.handle)}),
+        Route("/v1/load_lora_adapter", {"POST": _bind(ctx, lora.load)}),
+        Route("/v1/unload_lora_adapter", {"POST": _bind(ctx, lora.unload)}),
+        Route("/health", {"GET": health}),
+        Route("/health/ready", {"GET": readiness_handler(readiness)}),
+        Route("/metrics", {"GET": metrics_handler(registry)}),
+        Route("/admin/config", {"GET": show_config, "POST": update_config}),
+        Route("/fake_metrics", {"POST": update_fake_metrics}),
+    ]
+    if not ctx.settings.mm_encoder_only:  # an encoder-only node embeds images, not text
+        routes.append(Route("/v1/embeddings", {"POST": _bind(ctx, embeddings.handle)}))
+    if dev_mode:  # vLLM serves these in dev mode only (VLLM_SERVER_DEV_MODE=1)
+        to_sleep, wake_up, is_sleeping = sleep_handlers(
+            ctx.engine, control.config.enable_sleep_mode
+        )
+        routes += [
+            Route("/sleep", {"POST": to_sleep}),
+            Route("/wake_up", {"POST": wake_up}),
+            Route("/is_sleeping", {"GET": is_sleeping}),
+        ]
+    return routes
