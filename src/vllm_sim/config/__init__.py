@@ -1,8 +1,8 @@
 """Configuration: flags, YAML file and environment -> one immutable, validated `Config`.
 
-Flags, YAML keys, env vars, defaults and error texts are those of llm-d-inference-sim
-(spec: configuration.md), so its command lines and files work unchanged. One table,
-`flags.SETTINGS`, drives parsing, validation, `--help`, `docs/flags.md` and `/admin/config`.
+Flags, YAML keys, env vars, defaults and error texts are those of llm-d-inference-sim, so its
+command lines and files work unchanged. One table, `flags.SETTINGS`, drives parsing,
+validation, `--help`, `docs/flags.md` and `/admin/config`.
 
 Where this package deliberately differs from the reference (its bugs, fixed):
 

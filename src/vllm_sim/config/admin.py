@@ -1,4 +1,4 @@
-"""GET and POST /admin/config (configuration.md §6): the config as JSON, and validated updates.
+"""GET and POST /admin/config: the config as JSON, and validated updates.
 
 An update is all-or-nothing: the merged config is fully re-validated and returned as a new
 immutable Config, so the caller can swap it in atomically.
@@ -79,7 +79,7 @@ def _changes(cfg: Config, data: dict[str, Any]) -> dict[str, Any]:
         setting = ADMIN_KEYS[key]
         assert setting.attr is not None
         if value is None and not setting.kind.null_clears:
-            continue  # like encoding/json: null leaves a scalar unchanged (fake-metrics: §7)
+            continue  # like Go's encoding/json: null leaves a scalar (and fake-metrics) unchanged
         if setting.kind is FAKE_METRICS:
             merged = _fake_update(cfg.fake_metrics, value)
             if merged is not None:
@@ -98,8 +98,8 @@ def _changes(cfg: Config, data: dict[str, Any]) -> dict[str, Any]:
 def apply_admin_update(cfg: Config, payload: bytes) -> Config:
     """The config after POST /admin/config with `payload`; raises ConfigError, changing nothing.
 
-    Fake-metrics updates merge field by field (metrics.md §7); null fields and a null
-    `fake-metrics` leave things unchanged.
+    Fake-metrics updates merge field by field, so an update names only what it changes; null
+    fields and a null `fake-metrics` leave things unchanged.
     """
     data = _decode(payload)
     if not data:

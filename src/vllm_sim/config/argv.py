@@ -143,7 +143,8 @@ class _Walker:
         self.index += 1
 
     def _list(self, setting: Setting, has_value: bool, value: str) -> None:
-        """Values run until the next `--` item; empty items are skipped (§2.4)."""
+        """Values run until the next `--` item and empty items are skipped, like the reference's
+        pre-scan of list flags, so `--served-model-name a b` gives two names."""
         end = self.index + 1
         if has_value:
             texts: tuple[str, ...] = (value,)

@@ -1,4 +1,4 @@
-"""The fake-metrics object (metrics.md §6.2): its typed form, decoding and JSON encoding.
+"""The fake-metrics object: its typed form, decoding and JSON encoding.
 
 It arrives as a JSON object (`--fake-metrics`, `POST /admin/config`) or as a YAML mapping whose
 `loras` are JSON strings. Every field is `None` when absent, so a decoded partial update and a

@@ -1,4 +1,4 @@
-"""Fake-metrics validation (metrics.md §6.8), partial updates (§7) and the startup zero-fill."""
+"""Fake-metrics validation, partial updates from /admin/config and the startup zero-fill."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ _PLAIN_ARRAYS = (
     "decode_time_buckets_values",
     "request_tpot_buckets_values",
 )
-# A token histogram and the counter it derives, which an array-only update resets (§7).
+# A token histogram and the counter it derives. An update that gives the array but not the
+# counter drops the old counter, so the counter is derived from the new array again.
 _TOKEN_TOTALS = (
     ("request_prompt_tokens", "total_prompt_tokens"),
     ("request_generation_tokens", "total_generation_tokens"),
@@ -113,7 +114,8 @@ def _check_plain_arrays(metrics: FakeMetrics) -> str | None:
 
 
 def _check_totals(metrics: FakeMetrics) -> str | None:
-    # The reference does not check these and its counter panics; metrics.md asks to reject.
+    # The reference does not check these and its counter panics on them; rejecting them here
+    # turns that crash into a configuration error.
     for _, attr in _TOKEN_TOTALS:
         value = getattr(metrics, attr)
         if value is not None and value < 0:
@@ -147,7 +149,8 @@ _CHECKS: tuple[Callable[[FakeMetrics], str | None], ...] = (
 
 
 def fake_metrics_error(metrics: FakeMetrics) -> str | None:
-    """The first §6.8 violation, or None."""
+    """The first failed check, or None; checks run in a fixed order, so an object with several
+    problems always reports the same one."""
     for check in _CHECKS:
         if (error := check(metrics)) is not None:
             return error
@@ -165,7 +168,7 @@ def with_all_finish_reasons(metrics: FakeMetrics) -> FakeMetrics:
 
 
 def merge_fake_metrics(old: FakeMetrics, update: FakeMetrics) -> FakeMetrics:
-    """Apply a partial update: given fields replace, absent/null ones stay (§7).
+    """Apply a partial update: given fields replace, absent/null ones stay.
 
     The stored result mirrors what /metrics should show afterwards, so the metrics module can
     rebuild from it: a token array given without its total drops the old explicit total (the

@@ -3,8 +3,9 @@
 Parsing (argv, YAML, env), validation, `--help`, `docs/flags.md` and `/admin/config` are all
 driven by `SETTINGS`; nothing else lists settings.
 
-Entries are in the reference's validation order (configuration.md §5): validation walks the
-table and the first failing rule wins, so a rule sits on the entry the reference checks it at.
+Entries are in the order the reference validates them: validation walks the table and the
+first failing rule wins, so a rule sits on the entry the reference checks it at, and a config
+with several errors reports the same one the reference does.
 Help and docs regroup entries by `group`, keeping this order within a group.
 """
 

@@ -1,6 +1,6 @@
 """load_config: defaults < YAML < environment < command line, then validation.
 
-Env vars sit at three levels (configuration.md §1): POD_IP replaces a default (the YAML `ip`
+Env vars sit at three levels, as in the reference: POD_IP replaces a default (the YAML `ip`
 key still wins), SIM_MODEL and PYTHONHASHSEED beat YAML but not their flag, and POD_NAME,
 POD_NAMESPACE and VLLM_SERVER_DEV_MODE exist only in the environment.
 """

@@ -133,7 +133,8 @@ FAILURE_TYPES_RULE = Rule(
 )
 
 FAKE_METRICS_RULE = Rule(
-    "see metrics.md §6.8",
+    "values ≥ 0, KV cache usage in [0, 1], bucket arrays no longer than their buckets, known "
+    "generator functions and finish reasons, prefix-cache hits ≤ queries (both or neither)",
     "e.g. fake metrics request counters cannot be negative",
     lambda v, _: None if v is None else fake_metrics_error(v),
 )

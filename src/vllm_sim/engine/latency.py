@@ -1,6 +1,6 @@
 """The latency model: how long prefill, each decode step and a KV transfer take.
 
-Follows the reference exactly (spec/engine.md §2): durations are sampled in whole
+Follows the reference exactly, so timings match it: durations are sampled in whole
 milliseconds from a clamped Gaussian, and the mean is scaled by a load factor that grows
 linearly with the number of running sequences.
 """

@@ -1,9 +1,9 @@
-"""Fake metrics (metrics.md §6–7): configured values and generated gauges on /metrics.
+"""Fake metrics: configured values and generated gauges on /metrics.
 
 The driver owns every fake-driven family. Startup builds them all from the config; an update
 rebuilds only what the merged config changed, because the config layer already folds the
-§7 rules (replace vs add, derived totals, success replaced whole) into the merged object, and
-real traffic never writes these families in fake mode, so "add to what exists" is "set".
+update rules (replace vs add, derived totals, success replaced whole) into the merged object,
+and real traffic never writes these families in fake mode, so "add to what exists" is "set".
 Leaving unchanged fields alone keeps running generators and the default LoRA timestamp steady.
 """
 
@@ -161,12 +161,15 @@ class FakeMetricsDriver:
         elif isinstance(value, FakeGenerator):
             self._generators[slot] = value
             start = evaluate(value, 0.0)
-            family.labels(self._model).set(start)  # unrounded until the first refresh (§6.3)
+            # The exact start value; from the first refresh on, counts are truncated to whole
+            # requests (see _show_generated).
+            family.labels(self._model).set(start)
             load = math.trunc(start)
         else:
             family.labels(self._model).set(value)
         if slot == _RUNNING:
-            # Only generated running values feed the engine's load factor (§6.3).
+            # Only generated running values feed the engine's load factor, so a generator can
+            # simulate changing load; a fixed or absent value leaves the real running count.
             self._set_load_running(load)
 
     def _show_generated(self, slot: int, value: float) -> None:

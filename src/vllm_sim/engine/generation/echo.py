@@ -1,4 +1,5 @@
-"""Echo-mode content (engine spec §5.1)."""
+"""Echo-mode content: the response repeats the last message (chat) or the prompt (completions),
+or the ids of a pre-tokenized prompt."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Response length in random mode (engine spec §5.3, chat-and-completions §7.3)."""
+"""Response length in random mode, drawn from the reference's length histogram."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Synthetic logprob values (chat-and-completions §9)."""
+"""Synthetic logprob values: a fixed function of the token position, so they are reproducible."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Random-mode text from the predefined sentence bank (engine spec §5.2)."""
+"""Random-mode text from the predefined sentence bank, the reference's sentences."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """KV-cache events: msgpack batches published over ZMQ PUB, with a ROUTER replay service.
 
-Wire format (spec kv-cache.md §6): every message is `[topic, seq (8-byte big-endian), payload]`
+Wire format, that of vLLM's ZMQ event publisher, so the llm-d KV-cache indexer can subscribe
+unchanged: every message is `[topic, seq (8-byte big-endian), payload]`
 where `payload` is the msgpack array `[ts, events, data_parallel_rank]` and `seq` starts at 1
 and grows by one per batch. Events are tagged arrays (legacy, default) or maps
 (`use-vllm-map-event-format`).
@@ -110,7 +111,7 @@ def _as_map(event: KvEvent) -> dict[str, Any]:
 
 
 def encode_batch(ts: float, events: Sequence[KvEvent], dp_rank: int, map_format: bool) -> bytes:
-    """The msgpack batch `[ts, events, dp_rank]` (§6.3), events as arrays (§6.4) or maps (§6.5).
+    """The msgpack batch `[ts, events, dp_rank]`, events as tagged arrays or as maps.
 
     Raises TypeError for a non-event and OverflowError for an integer outside the msgpack
     range (hashes must be uint64).
@@ -120,7 +121,8 @@ def encode_batch(ts: float, events: Sequence[KvEvent], dp_rank: int, map_format:
 
 
 def topic_for(pod_ip: str, port: int, model: str) -> str:
-    """The message topic, `kv@<pod ip>:<serving port>@<model>` (§6.1)."""
+    """The message topic, `kv@<pod ip>:<serving port>@<model>`, the form the llm-d indexer
+    parses to tell which pod and model a batch comes from."""
     return f"kv@{pod_ip}:{port}@{model}"
 
 
@@ -128,7 +130,8 @@ _TRAILING_PORT = re.compile(r"^(.*):([0-9]+)$", re.DOTALL)
 
 
 def offset_endpoint(endpoint: str, rank: int) -> str:
-    """The endpoint for data-parallel `rank`: its trailing `:<port>` plus rank (§6.6).
+    """The endpoint for data-parallel `rank`: its trailing `:<port>` plus rank, as vLLM offsets
+    it, so each rank publishes on its own port.
 
     Endpoints without a trailing integer port, and rank 0, are returned unchanged.
     """

@@ -1,4 +1,4 @@
-"""llm-d compatible KV block hashes (spec kv-cache.md §2): canonical CBOR + FNV-1a-64 chain.
+"""llm-d compatible KV block hashes: canonical CBOR + FNV-1a-64 chain.
 
     H(parent, tokens, extra) = FNV-1a-64(canonical_CBOR([parent, tokens, extra]))
     root     = H(FNV-1a-64(seed), null, model)
@@ -374,7 +374,10 @@ def mm_block_extras(
     mm_hashes: Mapping[str, Sequence[str]],
     mm_placeholders: Mapping[str, Sequence[Mapping[str, int]]],
 ) -> list[list[str] | None]:
-    """Per full block, the hashes of the multimodal items overlapping it (spec §2.2), else None.
+    """Per full block, the hashes of the multimodal items overlapping it, else None.
+
+    They become the block's `extra` in the chain, so the same tokens with different images or
+    audio give different block hashes.
 
     Per modality, hashes[k] pairs with placeholders[k] (surplus entries and modalities without
     placeholders are ignored); item k covers [offset, offset + length). Items are taken in

@@ -1,4 +1,4 @@
-"""The simulated tokenizer (engine spec §7.1), without the reference's dropped characters.
+"""The reference's simulated tokenizer, without its dropped characters.
 
 Token grammar, leftmost-first, each token followed by its trailing `[ \\t\\n\\f\\r]*`:
 one punctuation character from the reference set, or an ASCII word run `[A-Za-z0-9_]+`.
@@ -94,7 +94,7 @@ class SimulatedTokenizer:
         return list(ids)
 
     def render_chat(self, turns: Sequence[ChatTurn]) -> str:
-        """The chat template text (engine spec §7.1)."""
+        """The chat template text: one `### role: text` line per turn (see `render_chat_text`)."""
         return render_chat_text(turns)
 
     def piece(self, token_id: int) -> str:
