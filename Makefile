@@ -29,6 +29,7 @@ run: install
 lint: dev
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports --no-cache
 
 typecheck: dev
 	$(BIN)/mypy

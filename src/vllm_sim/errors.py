@@ -36,7 +36,3 @@ class RequestError(Exception):
         self.message = message
         self.param = param
         self.error_type = error_type or error_type_for(status)
-
-
-class RequestAborted(Exception):
-    """The client went away; whatever the request held has been given back."""

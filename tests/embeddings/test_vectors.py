@@ -21,8 +21,8 @@ from vllm_sim.api.embeddings import (
     parse_input,
     raw_embedding,
 )
-from vllm_sim.errors import RequestError
 from vllm_sim.engine.tokenizer.simulated import SimulatedTokenizer
+from vllm_sim.errors import RequestError
 
 HELLO_WORLD_IDS = [3801292497, 933488787]
 # other-endpoints.md §3: the reference's (unnormalised) vector and its base64 form.

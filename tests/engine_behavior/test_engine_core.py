@@ -1,25 +1,28 @@
-"""The engine on its own (engine spec §1.3, §1.6-1.7, §2.4, DESIGN "engine and its clock").
+"""The engine on its own: admission, the queue, aborts, context length and the token clock.
 
-Each test drives a real `Engine` inside `asyncio.run` with small settings and a content
-source that always produces a fixed number of tokens, so timings are exact.
+Each test drives a real `Engine` on a virtual-time event loop with small settings and a
+content source that always produces a fixed number of tokens, so timings are exact and
+take no real time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 
+from tests.virtual_time import LoopClockScheduler, VirtualTimeLoop, run_virtual, virtual_now
+from vllm_sim.api.errors import http_error
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import QUEUE_FULL, Engine, EngineLimits
-from vllm_sim.engine.errors import RequestAborted, RequestError
+from vllm_sim.engine.errors import EngineError, Refusal, RequestAborted
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
+from vllm_sim.errors import RequestError
 
 MS = 1_000_000
 
@@ -57,6 +60,7 @@ def make_engine(
         ),
         FixedContent(tokens),
         random.Random(1),
+        scheduler=LoopClockScheduler(),
     )
 
 
@@ -79,13 +83,19 @@ def request(
 
 
 def run(test: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(test(), timeout=20))
+    run_virtual(asyncio.wait_for(test(), timeout=20))
+
+
+def refusal(engine: Engine, req: GenerationRequest, kind: Refusal) -> RequestError:
+    """The engine's refusal of `req`, as the API answers it."""
+    with pytest.raises(EngineError) as info:
+        engine.submit(req)
+    assert info.value.refusal is kind
+    return http_error(info.value)
 
 
 def queue_full(engine: Engine, req: GenerationRequest) -> RequestError:
-    with pytest.raises(RequestError) as info:
-        engine.submit(req)
-    return info.value
+    return refusal(engine, req, Refusal.QUEUE_FULL)
 
 
 def assert_queue_full(error: RequestError) -> None:
@@ -257,12 +267,12 @@ def test_abort_running_request_admits_the_next_at_once() -> None:
         a = engine.submit(request())
         b = engine.submit(request())
         await asyncio.sleep(0.05)
-        t_abort = time.monotonic()
+        t_abort = virtual_now()
         a.abort()
         assert a.done and isinstance(a.error, RequestAborted)
         assert (engine.num_running, engine.num_waiting) == (1, 0)
         assert b.sequences[0].state is SeqState.RUNNING
-        assert started(b) - t_abort < 0.01
+        assert started(b) == t_abort
         b.abort()
         assert (engine.num_running, engine.num_waiting, engine.open_requests) == (0, 0, 0)
         a.abort()  # idempotent
@@ -306,9 +316,7 @@ def test_abort_of_multi_sequence_request_frees_every_slot_and_place() -> None:
 
 
 def context_error(engine: Engine, req: GenerationRequest) -> RequestError:
-    with pytest.raises(RequestError) as info:
-        engine.submit(req)
-    return info.value
+    return refusal(engine, req, Refusal.INVALID)
 
 
 def test_context_length_error_is_raised_at_submit() -> None:
@@ -370,18 +378,17 @@ def test_tokens_are_released_on_schedule() -> None:
         arrivals: list[tuple[int, float]] = []
         while not stream.done:
             await stream.wait()
-            arrivals.append((seq.emitted, time.monotonic()))
+            arrivals.append((seq.emitted, virtual_now()))
             seq.sent = seq.emitted
         assert seq.ttft == pytest.approx(0.1)
         assert seq.itl_delays == pytest.approx(9 * 0.02)
         for emitted, t in arrivals:
             if emitted:
                 due = start + 0.1 + (emitted - 1) * 0.02
-                assert t >= due - 0.001, f"token {emitted} early"
-                assert t <= due + 0.05, f"token {emitted} late"
+                assert t == pytest.approx(due, abs=1e-9), f"token {emitted} off schedule"
         assert seq.t_first_token is not None
-        assert seq.t_first_token - start == pytest.approx(0.1, abs=0.03)
-        assert finished(stream) - start == pytest.approx(0.28, abs=0.04)
+        assert seq.t_first_token - start == pytest.approx(0.1, abs=1e-9)
+        assert finished(stream) - start == pytest.approx(0.28, abs=1e-9)
 
     run(body)
 
@@ -390,14 +397,15 @@ def test_token_deadlines_are_absolute_so_a_stall_does_not_accumulate() -> None:
     async def body() -> None:
         engine = make_engine(ttft_ms=100, itl_ms=20, tokens=10)
         loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualTimeLoop)
         stream = engine.submit(request())
         start = started(stream)
-        # Block the event loop for 80 ms in the middle of decoding.
-        loop.call_later(0.15, time.sleep, 0.08)
+        # Stall the event loop for 80 ms in the middle of decoding.
+        loop.call_later(0.15, loop.advance, 0.08)
         await stream.wait_done()
         elapsed = finished(stream) - start
         # Due at 100 + 9 x 20 = 280 ms; relative sleeps would end at >= 360 ms.
-        assert 0.279 <= elapsed <= 0.33
+        assert elapsed == pytest.approx(0.28, abs=1e-9)
         assert stream.sequences[0].emitted == 10
 
     run(body)
@@ -411,7 +419,7 @@ def test_load_factor_set_by_running_count_at_start() -> None:
         assert a.sequences[0].ttft == pytest.approx(0.1)  # alone: factor 1
         assert b.sequences[0].ttft == pytest.approx(0.3)  # two of two slots: factor 3
         await asyncio.gather(a.wait_done(), b.wait_done())
-        assert finished(b) - started(b) == pytest.approx(0.3, abs=0.05)
+        assert finished(b) - started(b) == pytest.approx(0.3, abs=1e-9)
         c = engine.submit(request())
         assert c.sequences[0].ttft == pytest.approx(0.1)
         await c.wait_done()

@@ -24,7 +24,7 @@ from vllm_sim.api.conversation import (
 )
 from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.api.streaming import named_event
-from vllm_sim.api.tools import ToolChoice, parse_tools, plan_tools, tool_candidates
+from vllm_sim.api.tools import ToolChoice, ToolChoiceMode, parse_tools, plan_tools, tool_candidates
 from vllm_sim.engine.finish import FinishReason
 from vllm_sim.engine.request import Prompt, ToolPlan
 from vllm_sim.engine.sequence import RequestStream, Sequence
@@ -49,12 +49,12 @@ _STOP_REASONS = {
 
 class MessagesRequest(msgspec.Struct):
     model: str | None = None
-    messages: Any = None
+    messages: list[Any] | None = None  # each message is checked as it is converted
     max_tokens: int | None = None
-    system: Any = None
+    system: str | list[Any] | None = None
     stream: bool | None = None
-    tools: Any = None
-    tool_choice: Any = None
+    tools: list[Any] | None = None
+    tool_choice: dict[str, Any] | None = None
     ignore_eos: bool | None = None
 
 
@@ -172,7 +172,7 @@ def _tool_choice(raw: object) -> ToolChoice:
         if not isinstance(name, str) or not name:
             raise _fail("tool_choice of type 'tool' requires a non-empty 'name'", "tool_choice")
         return ToolChoice("named", name)
-    modes = {"auto": "auto", "any": "required", "none": "none"}
+    modes: dict[str, ToolChoiceMode] = {"auto": "auto", "any": "required", "none": "none"}
     if not isinstance(kind, str) or kind not in modes:
         raise _fail(f"unknown tool_choice type: {kind}", "tool_choice.type")
     return ToolChoice(modes[kind])

@@ -41,10 +41,10 @@ class ChatRequest(msgspec.Struct):
     ignore_eos: bool | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = None
-    tools: Any = None
+    tools: list[Any] | None = None  # each tool is checked by parse_tools
     # UNSET (absent) means auto; an explicit null is an error, as in the reference.
-    tool_choice: Any | msgspec.UnsetType = msgspec.UNSET
-    response_format: Any = None
+    tool_choice: str | dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    response_format: dict[str, Any] | None = None
     cache_hit_threshold: float | None = None
     kv_transfer_params: KvTransferParams | None = None
 

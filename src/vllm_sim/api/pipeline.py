@@ -17,7 +17,7 @@ from vllm_sim.api.endpoint import B, Call, Endpoint, Options, Plan
 from vllm_sim.api.errors import http_error
 from vllm_sim.api.streaming import sse_events
 from vllm_sim.api.transfer import cache_threshold_forced, prefill_answer
-from vllm_sim.engine.errors import EngineError
+from vllm_sim.engine.errors import EngineError, RequestAborted
 from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import RequestStream
 from vllm_sim.errors import RequestError
@@ -41,6 +41,9 @@ def generation_handler(ctx: ApiContext, endpoint: Endpoint[Any]) -> Handler:
         except RequestError as error:
             headers = ctx.response_headers(ctx.request_id(request))
             return Response(error.status, endpoint.error_body(error), headers=headers)
+        except RequestAborted:
+            # The client is gone; nginx's 499 names that, and nobody will read it.
+            return Response(499, b"")
 
     return handle
 

@@ -42,14 +42,14 @@ LOGPROBS_INCLUDE = "message.output_text.logprobs"
 
 
 class ResponsesRequest(msgspec.Struct):
-    input: Any = msgspec.UNSET
+    input: str | list[Any] | msgspec.UnsetType | None = msgspec.UNSET
     model: str | None = None
     stream: bool | None = None
     instructions: str | None = None
     max_output_tokens: int | None = None
-    tools: Any = None
-    tool_choice: Any | msgspec.UnsetType = msgspec.UNSET
-    text: Any = None
+    tools: list[Any] | None = None
+    tool_choice: str | dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    text: dict[str, Any] | None = None
     include: list[str] | None = None
     top_logprobs: int | None = None
     ignore_eos: bool | None = None

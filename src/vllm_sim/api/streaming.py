@@ -9,8 +9,9 @@ import msgspec
 
 from vllm_sim.api.errors import as_request_error
 from vllm_sim.api.usage import usage_of
+from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.errors import RequestAborted, RequestError
+from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import BodyWriter, HttpRequest, error_body
 
 

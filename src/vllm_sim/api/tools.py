@@ -13,7 +13,7 @@ import random
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NoReturn
+from typing import Any, Final, Literal, NoReturn, get_args
 
 import msgspec
 
@@ -33,8 +33,11 @@ __all__ = [
 
 # ------------------------------------------------------------------------------------ types
 
-_TOOL_CHOICE_MODES: Final = frozenset({"none", "auto", "required", "named"})
-_RESPONSE_FORMAT_KINDS: Final = ("text", "json_object", "json_schema")
+# No calls, maybe calls, at least one call, or one named tool.
+ToolChoiceMode = Literal["none", "auto", "required", "named"]
+ResponseFormatKind = Literal["text", "json_object", "json_schema"]
+_TOOL_CHOICE_MODES: Final = frozenset(get_args(ToolChoiceMode))
+_RESPONSE_FORMAT_KINDS: Final = get_args(ResponseFormatKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +53,7 @@ class Tool:
 class ToolChoice:
     """What `tool_choice` asks for: no calls, maybe calls, at least one call, or one tool."""
 
-    mode: str  # "none" | "auto" | "required" | "named"
+    mode: ToolChoiceMode
     name: str | None = None  # for "named"
 
     def __post_init__(self) -> None:
@@ -65,7 +68,7 @@ class ToolChoice:
 class ResponseFormat:
     """The requested output format; `schema` and `name` are set for "json_schema" only."""
 
-    kind: str  # "text" | "json_object" | "json_schema"
+    kind: ResponseFormatKind
     schema: Mapping[str, Any] | None = None
     name: str | None = None
 
@@ -407,8 +410,10 @@ def parse_tool_choice(raw: object = msgspec.UNSET) -> ToolChoice:
     if raw is msgspec.UNSET:
         return ToolChoice("auto")
     if isinstance(raw, str):
-        if raw in ("none", "required"):
-            return ToolChoice(raw)
+        if raw == "none":
+            return ToolChoice("none")
+        if raw == "required":
+            return ToolChoice("required")
         return ToolChoice("auto")  # the reference treats every other string as auto
     if not isinstance(raw, dict):
         raise RequestError(
@@ -503,7 +508,7 @@ def parse_response_format(raw: object) -> ResponseFormat | None:
     if "type" not in raw or raw["type"] is None:
         _bad_format(f"response_format.type is required: one of {kinds}")
     kind = raw["type"]
-    if kind in ("text", "json_object"):
+    if kind == "text" or kind == "json_object":
         return ResponseFormat(kind)
     if kind != "json_schema":
         shown = kind if isinstance(kind, str) else _show(kind)

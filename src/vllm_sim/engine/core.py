@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from vllm_sim.engine.clock import LoopScheduler, Scheduler, TimerHandle
 from vllm_sim.engine.content import ContentSource
-from vllm_sim.engine.errors import EngineError, Refusal
+from vllm_sim.engine.errors import EngineError, Refusal, RequestAborted
 from vllm_sim.engine.finish import FinishReason
 from vllm_sim.engine.kvcache.cache import Lora
 from vllm_sim.engine.kvcache.manager import KvCacheManager
@@ -26,7 +26,6 @@ from vllm_sim.engine.lora import LoraRegistry, LoraSlots
 from vllm_sim.engine.observer import EngineObserver, NullObserver
 from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
-from vllm_sim.errors import RequestAborted
 
 # A token whose deadline is this close is released now rather than after another timer
 # round trip: event-loop timers have millisecond granularity.

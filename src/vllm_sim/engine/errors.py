@@ -13,6 +13,10 @@ class Refusal(enum.Enum):
     INTERNAL = "internal"  # a bug cost this request
 
 
+class RequestAborted(Exception):
+    """The client went away; whatever the request held has been given back."""
+
+
 class EngineError(Exception):
     """A request the engine refused at submission, or that failed after it was admitted."""
 

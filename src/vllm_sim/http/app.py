@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_sim.errors import RequestAborted, RequestError
+from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import (
     AnyResponse,
     Handler,
@@ -114,9 +114,6 @@ async def _call(handler: Handler, request: HttpRequest) -> AnyResponse:
         return await handler(request)
     except RequestError as error:
         return error_response(error)
-    except RequestAborted:
-        # The client is gone; nginx's 499 names that, and nobody will read it.
-        return Response(499, b"")
     except Exception:  # a bug must cost one request, never the server
         log.exception("unhandled error serving %s %s", request.method, request.path)
         return error_response(RequestError(500, "Internal server error"))
