@@ -56,3 +56,22 @@ def _last_key_wins(body: bytes) -> bytes | None:
     except (ValueError, RecursionError):
         return None
     return msgspec.json.encode(value) if found else None
+
+
+def json_kind(value: object) -> str:
+    """The JSON type name of a decoded value, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):  # before int: bool is an int subclass in Python
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__

@@ -1,39 +1,29 @@
 """Which generation endpoint honours which shared feature: the one table the pipeline reads.
 
-A feature whose column is False for an endpoint is ignored there, even when the body or a
-header asks for it, as the corresponding vLLM or reference endpoint ignores it.
+A feature an endpoint's row leaves out is ignored there, even when the body or a header
+asks for it, as the corresponding vLLM (or reference) endpoint ignores it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Capabilities:
-    choices: bool = False  # `n` choices per prompt
-    include_usage: bool = False  # stream_options.include_usage adds a usage chunk
-    kv_transfer: bool = False  # kv_transfer_params: P/D disaggregation (NIXL shape)
-    cache_hit_threshold: bool = False  # the request's own `cache_hit_threshold`
-    threshold_header: bool = False  # X-Cache-Threshold-Finish-Reason forces the refusal
-    omni_image: bool = False  # --omni answers may end with a generated image
+class Capabilities(NamedTuple):
+    choices: bool  # `n` choices per prompt
+    include_usage: bool  # stream_options.include_usage adds a usage chunk
+    kv_transfer: bool  # kv_transfer_params: P/D disaggregation (NIXL shape)
+    cache_hit_threshold: bool  # the request's own `cache_hit_threshold`
+    threshold_header: bool  # X-Cache-Threshold-Finish-Reason forces that refusal
+    omni_image: bool  # --omni answers may end with a generated image
 
 
-CHAT = Capabilities(
-    choices=True,
-    include_usage=True,
-    kv_transfer=True,
-    cache_hit_threshold=True,
-    threshold_header=True,
-    omni_image=True,
-)
-COMPLETIONS = Capabilities(
-    choices=True,
-    include_usage=True,
-    kv_transfer=True,
-    cache_hit_threshold=True,
-    threshold_header=True,
-)
-RESPONSES = Capabilities()
-MESSAGES = Capabilities(threshold_header=True)
-GENERATE = Capabilities(include_usage=True, kv_transfer=True)
+Y, N = True, False
+# fmt: off
+#                          n  usage  P/D  threshold  header  omni
+CHAT        = Capabilities(Y,   Y,    Y,     Y,        Y,     Y)
+COMPLETIONS = Capabilities(Y,   Y,    Y,     Y,        Y,     N)
+RESPONSES   = Capabilities(N,   N,    N,     N,        N,     N)
+MESSAGES    = Capabilities(N,   N,    N,     N,        Y,     N)
+GENERATE    = Capabilities(N,   Y,    Y,     N,        N,     N)
+# fmt: on

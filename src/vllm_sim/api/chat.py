@@ -9,10 +9,10 @@ import msgspec
 from vllm_sim.api import capabilities
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
-from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan, StreamOptions, wants_usage
+from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
 from vllm_sim.api.logprobs import chat_logprobs, check_logprobs_count
 from vllm_sim.api.omni import image_block
-from vllm_sim.api.streaming import OpenAIChunks, json_str
+from vllm_sim.api.streaming import OpenAIChunks, json_str, openai_object
 from vllm_sim.api.tools import (
     parse_response_format,
     parse_tool_choice,
@@ -21,24 +21,17 @@ from vllm_sim.api.tools import (
     probe_schema,
     tool_candidates,
 )
-from vllm_sim.api.transfer import KvTransferParams
-from vllm_sim.api.usage import usage_of
 from vllm_sim.engine.finish import FinishReason
 from vllm_sim.engine.request import JsonPlan, Prompt, ToolPlan
 from vllm_sim.engine.sequence import RequestStream, Sequence, ToolCallOutput
 from vllm_sim.errors import RequestError
 
 
-class ChatRequest(msgspec.Struct):
+class ChatRequest(OpenAIBody, kw_only=True):
     messages: list[ChatMessage]
-    model: str | None = None
-    # vLLM declares these Optional: an explicit null means the default.
-    stream: bool | None = None
-    stream_options: StreamOptions | None = None
     n: int | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
-    ignore_eos: bool | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = None
     tools: list[Any] | None = None  # each tool is checked by parse_tools
@@ -46,7 +39,6 @@ class ChatRequest(msgspec.Struct):
     tool_choice: str | dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
     response_format: dict[str, Any] | None = None
     cache_hit_threshold: float | None = None
-    kv_transfer_params: KvTransferParams | None = None
 
 
 class ChatEndpoint(Endpoint[ChatRequest]):
@@ -59,16 +51,7 @@ class ChatEndpoint(Endpoint[ChatRequest]):
         max_tokens = body.max_completion_tokens
         if max_tokens is None:
             max_tokens, field = body.max_tokens, "max_tokens"
-        return Options(
-            max_tokens,
-            field,
-            stream=bool(body.stream),
-            ignore_eos=bool(body.ignore_eos),
-            n=body.n,
-            include_usage=wants_usage(body.stream_options),
-            transfer=body.kv_transfer_params,
-            cache_hit_threshold=body.cache_hit_threshold,
-        )
+        return Options.of(body, max_tokens, field, body.n, body.cache_hit_threshold)
 
     def plan(self, ctx: ApiContext, body: ChatRequest) -> Plan:
         check_logprobs_count(body.top_logprobs, "top_logprobs")
@@ -130,14 +113,8 @@ def _json_plan(ctx: ApiContext, body: ChatRequest) -> JsonPlan | None:
 
 
 def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "object": "chat.completion",
-        "created": int(stream.request.arrival_time),
-        "model": model,
-        "choices": [_choice(seq, top) for seq in stream.sequences],
-        "usage": usage_of(stream.sequences).openai_json(),
-    }
+    choices = [_choice(seq, top) for seq in stream.sequences]
+    return openai_object(stream, rid, "chat.completion", model, choices)
 
 
 def _choice(seq: Sequence, top: int) -> dict[str, Any]:

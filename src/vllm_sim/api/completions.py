@@ -9,11 +9,9 @@ import msgspec
 from vllm_sim.api import capabilities
 from vllm_sim.api.body import PARSE_ERROR_PREFIX
 from vllm_sim.api.context import ApiContext
-from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan, StreamOptions, wants_usage
+from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
 from vllm_sim.api.logprobs import check_logprobs_count, completion_logprobs
-from vllm_sim.api.streaming import OpenAIChunks, json_str
-from vllm_sim.api.transfer import KvTransferParams
-from vllm_sim.api.usage import usage_of
+from vllm_sim.api.streaming import OpenAIChunks, json_str, openai_object
 from vllm_sim.engine.finish import FinishReason
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
@@ -27,18 +25,13 @@ PROMPT_FORMS = (
 _MAX_TOKEN_ID = 2**32 - 1
 
 
-class CompletionRequest(msgspec.Struct):
-    model: str | None = None
-    # One of four shapes msgspec cannot express as a union; checked by parse_prompts.
+class CompletionRequest(OpenAIBody, kw_only=True):
+    # One of four shapes msgspec cannot express as a union (it allows one array type in a
+    # union), so parse_prompts checks it.
     prompt: Any = None
-    # vLLM declares these Optional: an explicit null means the default.
-    stream: bool | None = None
-    stream_options: StreamOptions | None = None
     n: int | None = None
     max_tokens: int | None = None
     cache_hit_threshold: float | None = None
-    kv_transfer_params: KvTransferParams | None = None
-    ignore_eos: bool | None = None
     logprobs: int | None = None
 
 
@@ -73,16 +66,7 @@ class CompletionsEndpoint(Endpoint[CompletionRequest]):
     decoder = msgspec.json.Decoder(CompletionRequest)
 
     def options(self, body: CompletionRequest) -> Options:
-        return Options(
-            body.max_tokens,
-            "max_tokens",
-            stream=bool(body.stream),
-            ignore_eos=bool(body.ignore_eos),
-            n=body.n,
-            include_usage=wants_usage(body.stream_options),
-            transfer=body.kv_transfer_params,
-            cache_hit_threshold=body.cache_hit_threshold,
-        )
+        return Options.of(body, body.max_tokens, "max_tokens", body.n, body.cache_hit_threshold)
 
     def plan(self, ctx: ApiContext, body: CompletionRequest) -> Plan:
         check_logprobs_count(body.logprobs, "logprobs")
@@ -104,14 +88,8 @@ def _top(call: Call[CompletionRequest]) -> int:
 
 
 def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "object": "text_completion",
-        "created": int(stream.request.arrival_time),
-        "model": model,
-        "choices": [_choice(seq, top) for seq in stream.sequences],
-        "usage": usage_of(stream.sequences).openai_json(),
-    }
+    choices = [_choice(seq, top) for seq in stream.sequences]
+    return openai_object(stream, rid, "text_completion", model, choices)
 
 
 def _choice(seq: Sequence, top: int) -> dict[str, Any]:

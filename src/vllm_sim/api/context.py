@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.omni import ImageEmission
@@ -58,37 +58,22 @@ class ServingSettings:
         return self.served_model_names[0]
 
 
+@dataclass(slots=True)
 class ApiContext:
     """One served instance as the protocol handlers see it."""
 
-    __slots__ = (
-        "_pod_headers",
-        "_served",
-        "engine",
-        "failures",
-        "images",
-        "request_ids",
-        "settings",
-        "tokenizer",
-    )
+    engine: Engine
+    tokenizer: Tokenizer
+    settings: ServingSettings
+    request_ids: RequestIds
+    failures: FailureInjector
+    images: ImageEmission
+    _served: frozenset[str] = field(init=False)
+    _pod_headers: Headers = field(init=False)
 
-    def __init__(
-        self,
-        engine: Engine,
-        tokenizer: Tokenizer,
-        settings: ServingSettings,
-        request_ids: RequestIds,
-        failures: FailureInjector,
-        images: ImageEmission,
-    ) -> None:
-        self.engine = engine
-        self.tokenizer = tokenizer
-        self.settings = settings
-        self.request_ids = request_ids
-        self.failures = failures
-        self.images = images
-        self._served = frozenset(settings.served_model_names)
-        self._pod_headers: Headers = list(settings.pod_headers)
+    def __post_init__(self) -> None:
+        self._served = frozenset(self.settings.served_model_names)
+        self._pod_headers = list(self.settings.pod_headers)
 
     def resolve_model(self, name: str | None) -> str:
         """The model name a response carries; 404 for a model this server does not serve.

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.api.body import decode_body
+from vllm_sim.api.body import decode_body, json_kind
 from vllm_sim.api.context import ApiContext
 from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.errors import RequestError
@@ -143,17 +143,17 @@ def _token_id(value: object, param: str) -> int:
 
 
 def _json_kind(value: object) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, float):
-        return "a non-integer number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if value is None:
-        return "null"
-    return "an object"
+    """What a value that is no token id is, with its article."""
+    kind = json_kind(value)
+    return _WITH_ARTICLE.get(kind, f"a {kind}")
+
+
+_WITH_ARTICLE = {
+    "null": "null",
+    "number": "a non-integer number",
+    "array": "an array",
+    "object": "an object",
+}
 
 
 def _check_options(body: EmbeddingRequest, default_dimensions: int) -> tuple[str, int]:

@@ -39,8 +39,15 @@ class StreamOptions(msgspec.Struct):
     include_usage: bool | None = None
 
 
-def wants_usage(stream_options: StreamOptions | None) -> bool:
-    return stream_options is not None and bool(stream_options.include_usage)
+class OpenAIBody(msgspec.Struct, kw_only=True):
+    """The fields the OpenAI-style bodies (chat, completions, generate) share. vLLM
+    declares them Optional: an explicit null means the default."""
+
+    model: str | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    ignore_eos: bool | None = None
+    kv_transfer_params: KvTransferParams | None = None
 
 
 @dataclass(slots=True)
@@ -55,6 +62,28 @@ class Options:
     include_usage: bool = False  # stream_options.include_usage
     transfer: KvTransferParams | None = None
     cache_hit_threshold: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        body: OpenAIBody,
+        max_tokens: int | None,
+        max_tokens_field: str,
+        n: int | None = None,
+        cache_hit_threshold: float | None = None,
+    ) -> Options:
+        """The knobs of an OpenAI-style body, whose shared fields have the same names."""
+        stream_options = body.stream_options
+        return cls(
+            max_tokens,
+            max_tokens_field,
+            stream=bool(body.stream),
+            ignore_eos=bool(body.ignore_eos),
+            n=n,
+            include_usage=stream_options is not None and bool(stream_options.include_usage),
+            transfer=body.kv_transfer_params,
+            cache_hit_threshold=cache_hit_threshold,
+        )
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ import msgspec
 
 from vllm_sim.api import capabilities
 from vllm_sim.api.context import ApiContext
-from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan, StreamOptions, wants_usage
+from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
 from vllm_sim.api.streaming import OpenAIStreamErrors, json_str
 from vllm_sim.api.transfer import KvTransferParams
 from vllm_sim.api.usage import usage_of
@@ -39,14 +39,9 @@ class Features(msgspec.Struct):
     mm_hashes: dict[str, list[str]] | None = None
 
 
-class GenerateRequest(msgspec.Struct):
+class GenerateRequest(OpenAIBody, kw_only=True):
     token_ids: list[TokenId] | None = None
     sampling_params: SamplingParams | None = None
-    model: str | None = None
-    stream: bool | None = None
-    stream_options: StreamOptions | None = None
-    ignore_eos: bool | None = None
-    kv_transfer_params: KvTransferParams | None = None
     features: Features | None = None
 
 
@@ -61,14 +56,9 @@ class GenerateEndpoint(Endpoint[GenerateRequest]):
         params = body.sampling_params
         if params is None:
             raise RequestError(400, "Missing sampling_params field", "sampling_params")
-        return Options(
-            params.max_tokens,
-            "sampling_params.max_tokens",
-            stream=bool(body.stream),
-            ignore_eos=bool(body.ignore_eos),
-            include_usage=wants_usage(body.stream_options),
-            transfer=_transfer(body, params),
-        )
+        options = Options.of(body, params.max_tokens, "sampling_params.max_tokens")
+        options.transfer = _transfer(body, params)
+        return options
 
     def plan(self, ctx: ApiContext, body: GenerateRequest) -> Plan:
         return Plan([Prompt(list(body.token_ids or ()))])

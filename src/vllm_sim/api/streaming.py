@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -88,9 +88,11 @@ class OpenAIChunks(OpenAIStreamErrors):
         )
 
     def closing(self, stream: RequestStream) -> bytes:
-        return closing_events(
-            stream, self._rid, self.OBJECT, self._created, self._model, self._include_usage
-        )
+        """The optional usage chunk (no choices), then [DONE]."""
+        if not self._include_usage:
+            return b"data: [DONE]\n\n"
+        chunk = openai_object(stream, self._rid, self.OBJECT, self._model, [])
+        return b"data: " + _encode(chunk) + b"\n\ndata: [DONE]\n\n"
 
 
 def named_event(name: str, payload: object) -> bytes:
@@ -178,18 +180,15 @@ def json_str(text: str) -> bytes:
     return _encode(text)
 
 
-def closing_events(
-    stream: RequestStream, rid: str, obj: str, created: int, model: str, include_usage: bool
-) -> bytes:
-    """The optional usage chunk (no choices), then [DONE]: same for chat and completions."""
-    if not include_usage:
-        return b"data: [DONE]\n\n"
-    chunk = {
+def openai_object(
+    stream: RequestStream, rid: str, obj: str, model: str, choices: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A chat or text completion (or their final usage chunk) with the request's usage."""
+    return {
         "id": rid,
         "object": obj,
-        "created": created,
+        "created": int(stream.request.arrival_time),
         "model": model,
-        "choices": [],
+        "choices": choices,
         "usage": usage_of(stream.sequences).openai_json(),
     }
-    return b"data: " + _encode(chunk) + b"\n\ndata: [DONE]\n\n"

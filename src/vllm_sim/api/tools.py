@@ -17,6 +17,7 @@ from typing import Any, Final, Literal, NoReturn, get_args
 
 import msgspec
 
+from vllm_sim.api.body import json_kind
 from vllm_sim.engine.generation.toolcalls import SynthesisError, SynthesisSettings, synthesize
 from vllm_sim.engine.request import ToolPlan
 from vllm_sim.errors import RequestError
@@ -76,25 +77,6 @@ class ResponseFormat:
 # ------------------------------------------------------------------------- small helpers
 
 
-def _kind(value: object) -> str:
-    """The JSON type name of a decoded value, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):  # before int: bool is an int subclass in Python
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
 def _show(value: object, limit: int = 60) -> str:
     """A value as compact JSON, shortened so a huge payload cannot bloat the error body."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=repr)
@@ -144,7 +126,7 @@ def parse_tools(raw: object, skip_validation: bool) -> list[Tool] | None:
         return None
     if not isinstance(raw, list):
         raise RequestError(
-            400, f"tools must be an array of tool objects, got {_kind(raw)}", param="tools"
+            400, f"tools must be an array of tool objects, got {json_kind(raw)}", param="tools"
         )
     parsed = [_parse_tool(item, f"tools[{index}]") for index, item in enumerate(raw)]
     if not skip_validation:
@@ -159,7 +141,7 @@ def _parse_tool(item: object, path: str) -> tuple[Tool, str, object]:
         raise RequestError(
             400,
             f'{path} must be an object like {{"type": "function", "function": {{"name": ...}}}}, '
-            f"got {_kind(item)}",
+            f"got {json_kind(item)}",
             param=path,
         )
     function = item.get("function")
@@ -170,14 +152,14 @@ def _parse_tool(item: object, path: str) -> tuple[Tool, str, object]:
         fields, path = function, f"{path}.function"
     else:
         raise RequestError(
-            400, f"{path}.function must be an object, got {_kind(function)}", f"{path}.function"
+            400, f"{path}.function must be an object, got {json_kind(function)}", f"{path}.function"
         )
     name = fields.get("name")
     if name is None:
         raise RequestError(400, f"{path}.name is required", param=f"{path}.name")
     if not isinstance(name, str):
         raise RequestError(
-            400, f"{path}.name must be a string, got {_kind(name)}", param=f"{path}.name"
+            400, f"{path}.name must be a string, got {json_kind(name)}", param=f"{path}.name"
         )
     if not name:
         raise RequestError(400, f"{path}.name must not be empty", param=f"{path}.name")
@@ -187,14 +169,14 @@ def _parse_tool(item: object, path: str) -> tuple[Tool, str, object]:
     elif not isinstance(description, str):
         raise RequestError(
             400,
-            f"{path}.description must be a string, got {_kind(description)}",
+            f"{path}.description must be a string, got {json_kind(description)}",
             param=f"{path}.description",
         )
     parameters = fields.get("parameters")
     if parameters is not None and not isinstance(parameters, dict):
         raise RequestError(
             400,
-            f"{path}.parameters must be an object (a JSON Schema), got {_kind(parameters)}",
+            f"{path}.parameters must be an object (a JSON Schema), got {json_kind(parameters)}",
             param=f"{path}.parameters",
         )
     # Absent parameters become {} so that, with validation skipped, generation sees no
@@ -275,7 +257,7 @@ def _validate_schema(root: object, path: str) -> None:
 def _check_schema(schema: object, path: str) -> list[tuple[str, object]]:
     """Checks one schema node's own keywords; returns its sub-schemas to check next."""
     if not isinstance(schema, dict):
-        raise _SchemaError(path, f"a schema must be an object, got {_kind(schema)}")
+        raise _SchemaError(path, f"a schema must be an object, got {json_kind(schema)}")
     for key in schema:
         if key not in _ALLOWED_SET:
             raise _SchemaError(
@@ -285,7 +267,7 @@ def _check_schema(schema: object, path: str) -> list[tuple[str, object]]:
     schema_type = _check_type(schema, path)
     for key in _STRING_KEYWORDS:
         if key in schema and not isinstance(schema[key], str):
-            raise _SchemaError(_child(path, key), f"must be a string, got {_kind(schema[key])}")
+            raise _SchemaError(_child(path, key), f"must be a string, got {json_kind(schema[key])}")
     for key in _COUNT_KEYWORDS:
         if key in schema and not (_is_integer(schema[key]) and schema[key] >= 0):
             raise _SchemaError(
@@ -293,18 +275,18 @@ def _check_schema(schema: object, path: str) -> list[tuple[str, object]]:
             )
     for key in ("minimum", "maximum"):
         if key in schema and not _is_number(schema[key]):
-            raise _SchemaError(_child(path, key), f"must be a number, got {_kind(schema[key])}")
+            raise _SchemaError(_child(path, key), f"must be a number, got {json_kind(schema[key])}")
     for key in ("exclusiveMinimum", "exclusiveMaximum"):
         value = schema.get(key)
         if key in schema and not (_is_number(value) or isinstance(value, bool)):
             raise _SchemaError(
-                _child(path, key), f"must be a number or a boolean, got {_kind(value)}"
+                _child(path, key), f"must be a number or a boolean, got {json_kind(value)}"
             )
     if "additionalProperties" in schema and not isinstance(schema["additionalProperties"], bool):
         raise _SchemaError(
             _child(path, "additionalProperties"),
             f"must be a boolean (schemas are not supported here), "
-            f"got {_kind(schema['additionalProperties'])}",
+            f"got {json_kind(schema['additionalProperties'])}",
         )
     _check_required(schema, path)
     if "enum" in schema:
@@ -338,10 +320,10 @@ def _check_required(schema: dict[str, Any], path: str) -> None:
     required = schema["required"]
     where = _child(path, "required")
     if not isinstance(required, list):
-        raise _SchemaError(where, f"must be an array of strings, got {_kind(required)}")
+        raise _SchemaError(where, f"must be an array of strings, got {json_kind(required)}")
     for index, item in enumerate(required):
         if not isinstance(item, str):
-            raise _SchemaError(f"{where}[{index}]", f"must be a string, got {_kind(item)}")
+            raise _SchemaError(f"{where}[{index}]", f"must be a string, got {json_kind(item)}")
 
 
 _ENUM_ITEM_MATCHES: Final[dict[str, Callable[[object], bool]]] = {
@@ -356,7 +338,7 @@ def _check_enum(enum: object, schema_type: str, path: str) -> None:
     if schema_type in _NO_ENUM_TYPES:
         raise _SchemaError(path, f'is not allowed for type "{schema_type}"')
     if not isinstance(enum, list):
-        raise _SchemaError(path, f"must be an array, got {_kind(enum)}")
+        raise _SchemaError(path, f"must be an array, got {json_kind(enum)}")
     matches = _ENUM_ITEM_MATCHES[schema_type]
     for index, item in enumerate(enum):
         if not matches(item):
@@ -373,7 +355,7 @@ def _sub_schemas(schema: dict[str, Any], path: str) -> list[tuple[str, object]]:
         where = _child(path, "properties")
         if not isinstance(properties, dict):
             raise _SchemaError(
-                where, f"must be an object mapping names to schemas, got {_kind(properties)}"
+                where, f"must be an object mapping names to schemas, got {json_kind(properties)}"
             )
         children.extend((_child(where, name), sub) for name, sub in properties.items())
     if "items" in schema:
@@ -385,7 +367,7 @@ def _sub_schemas(schema: dict[str, Any], path: str) -> list[tuple[str, object]]:
             children.extend((f"{where}[{index}]", sub) for index, sub in enumerate(items))
         else:
             raise _SchemaError(
-                where, f"must be a schema or an array of schemas, got {_kind(items)}"
+                where, f"must be a schema or an array of schemas, got {json_kind(items)}"
             )
     return children
 
@@ -418,7 +400,7 @@ def parse_tool_choice(raw: object = msgspec.UNSET) -> ToolChoice:
     if not isinstance(raw, dict):
         raise RequestError(
             400,
-            f"unknown ToolChoice type: {_kind(raw)}; tool_choice must be "
+            f"unknown ToolChoice type: {json_kind(raw)}; tool_choice must be "
             f'"none", "auto", "required" or an object with a "type"',
             param="tool_choice",
         )
@@ -443,7 +425,7 @@ def _named_tool(raw: dict[str, Any]) -> str:
     if function is not None and not isinstance(function, dict):
         raise RequestError(
             400,
-            f"tool_choice.function must be an object, got {_kind(function)}",
+            f"tool_choice.function must be an object, got {json_kind(function)}",
             param="tool_choice.function",
         )
     # Chat form first, then the flat Responses-API form; null or "" counts as no name.
@@ -455,7 +437,7 @@ def _named_tool(raw: dict[str, Any]) -> str:
         if name is None or name == "":
             continue
         if not isinstance(name, str):
-            raise RequestError(400, f"{param} must be a string, got {_kind(name)}", param=param)
+            raise RequestError(400, f"{param} must be a string, got {json_kind(name)}", param=param)
         return name
     raise RequestError(400, "tool_choice function requires a name", param="tool_choice")
 
@@ -503,7 +485,7 @@ def parse_response_format(raw: object) -> ResponseFormat | None:
     if raw is None or raw is msgspec.UNSET:
         return None
     if not isinstance(raw, dict):
-        _bad_format(f"response_format must be an object, got {_kind(raw)}")
+        _bad_format(f"response_format must be an object, got {json_kind(raw)}")
     kinds = ", ".join(f'"{kind}"' for kind in _RESPONSE_FORMAT_KINDS)
     if "type" not in raw or raw["type"] is None:
         _bad_format(f"response_format.type is required: one of {kinds}")
@@ -517,20 +499,22 @@ def parse_response_format(raw: object) -> ResponseFormat | None:
     if spec is None:
         _bad_format('response_format.json_schema is required when type is "json_schema"')
     if not isinstance(spec, dict):
-        _bad_format(f"response_format.json_schema must be an object, got {_kind(spec)}")
+        _bad_format(f"response_format.json_schema must be an object, got {json_kind(spec)}")
     name = spec.get("name")
     if name is not None and not isinstance(name, str):
-        _bad_format(f"response_format.json_schema.name must be a string, got {_kind(name)}")
+        _bad_format(f"response_format.json_schema.name must be a string, got {json_kind(name)}")
     strict = spec.get("strict")
     if strict is not None and not isinstance(strict, bool):
-        _bad_format(f"response_format.json_schema.strict must be a boolean, got {_kind(strict)}")
+        _bad_format(
+            f"response_format.json_schema.strict must be a boolean, got {json_kind(strict)}"
+        )
     schema = spec.get("schema")
     if schema is None:
         _bad_format('response_format.json_schema.schema is required when type is "json_schema"')
     if not isinstance(schema, dict):
         _bad_format(
             "response_format.json_schema.schema must be an object (a JSON Schema), "
-            f"got {_kind(schema)}"
+            f"got {json_kind(schema)}"
         )
     return ResponseFormat("json_schema", schema=schema, name=name)
 

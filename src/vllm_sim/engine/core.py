@@ -23,7 +23,7 @@ from vllm_sim.engine.kvcache.cache import Lora
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencyModel, LatencySettings
 from vllm_sim.engine.lora import LoraRegistry, LoraSlots
-from vllm_sim.engine.observer import EngineObserver, NullObserver
+from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 
@@ -73,7 +73,7 @@ class Engine:
         self.content = content
         self._scheduler: Scheduler = scheduler or LoopScheduler()
         self._clock = self._scheduler.now
-        self.observer: EngineObserver = observer or NullObserver()
+        self.observer: EngineObserver = observer or EngineObserver()
         self.kv = kv
         self.asleep: frozenset[Asleep] = frozenset()
         self.loras = LoraRegistry()

@@ -1,18 +1,20 @@
-"""The engine's lifecycle events, for whoever records them (metrics, KV events, logs).
+"""The engine's lifecycle events, for whoever records them (metrics, logs).
 
 The engine calls exactly one observer at each transition of a sequence, with the
-sequence's own timestamps already set, so recorders never measure time themselves.
+sequence's own timestamps already set, so recorders never measure time themselves. This
+base class records nothing: it is the engine's observer when none is attached, and a
+recorder overrides the events it cares about.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from vllm_sim.engine.sequence import Sequence
 
 
-class EngineObserver(Protocol):
+class EngineObserver:
     def sequence_queued(self, seq: Sequence) -> None:
         """The sequence entered the waiting queue (t_enqueued set)."""
 
@@ -39,31 +41,3 @@ class EngineObserver(Protocol):
 
     def prefix_lookup(self, queried_tokens: int, hit_tokens: int) -> None:
         """A started sequence looked its prompt up in the prefix cache."""
-
-
-class NullObserver:
-    """Records nothing: the engine's default when no recorder is attached."""
-
-    def sequence_queued(self, seq: Sequence) -> None:
-        pass
-
-    def sequence_started(self, seq: Sequence) -> None:
-        pass
-
-    def first_token(self, seq: Sequence) -> None:
-        pass
-
-    def inter_tokens(self, seq: Sequence, delay: float, count: int) -> None:
-        pass
-
-    def sequence_finished(self, seq: Sequence) -> None:
-        pass
-
-    def sequence_aborted(self, seq: Sequence) -> None:
-        pass
-
-    def sequence_failed(self, seq: Sequence) -> None:
-        pass
-
-    def prefix_lookup(self, queried_tokens: int, hit_tokens: int) -> None:
-        pass

@@ -14,6 +14,7 @@ from bisect import bisect_left
 from collections import Counter
 
 from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.sequence import Sequence
 from vllm_sim.metrics.catalogue import VllmMetrics
 from vllm_sim.metrics.families import HistogramSeries
@@ -28,7 +29,7 @@ def _observe(series: HistogramSeries, value: float) -> None:
     series.sum += value
 
 
-class MetricsRecorder:
+class MetricsRecorder(EngineObserver):
     """An EngineObserver that keeps the request families of a VllmMetrics current."""
 
     def __init__(self, metrics: VllmMetrics, max_loras: int = 1) -> None:
