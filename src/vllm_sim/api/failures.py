@@ -1,7 +1,7 @@
 """Errors on demand: the X-Return-Error header and random failure injection.
 
 Both run after the body parsed and before the model check, on every generation endpoint
-(other-endpoints.md §14), so a test can make any request fail the way a real server would.
+(as the reference orders them), so a test can make any request fail the way a real server would.
 """
 
 from __future__ import annotations

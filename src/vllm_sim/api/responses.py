@@ -1,7 +1,7 @@
 """POST /v1/responses: the OpenAI Responses API on the shared engine and token stream.
 
 A turn answers with one assistant message, or with exactly one function call when tools
-are offered and no tool output is in the input yet (the seed's tool-turn rules). Objects
+are offered and no tool output is in the input yet, as an agent loop expects. Objects
 and events carry the fields the official SDK reads (`sequence_number`, `output_index`,
 `content_index`, item ids, `status: incomplete` when cut short).
 """
@@ -161,7 +161,7 @@ def _tool_plan(ctx: ApiContext, body: ResponsesRequest) -> ToolPlan | None:
     tools = parse_tools(body.tools, ctx.settings.skip_tool_validation)
     choice = parse_tool_choice(body.tool_choice)
     if _has_tool_output(body.input):
-        return None  # the seed's rule: once a tool answered, the turn is text
+        return None  # once a tool has answered, the turn is text
     candidates = tool_candidates(tools, choice)
     # Omitted and `auto` call a tool on the first tool turn; allowed_tools/custom stay random.
     raw_choice = body.tool_choice

@@ -1,9 +1,10 @@
 """Parse and validate a chat request's `tools`, `tool_choice` and `response_format`.
 
 The request decoder hands these over as plain JSON values (dicts, lists, scalars), so every
-shape check lives here. Facts follow spec chat-and-completions §2.4 and §8.1; where the
-reference answers 500 for a client mistake (an empty or unmatched tools list), this module
-answers 400, and every error names the offending field in `param`.
+shape check lives here. Tool schemas must pass the reference's keyword whitelist (a tool
+server built against it accepts nothing else). Where the reference answers 500 for a client
+mistake (an empty or unmatched tools list), this module answers 400, and every error names
+the offending field in `param`.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def parse_tools(raw: object, skip_validation: bool) -> list[Tool] | None:
     Structural problems (not an array, an item or `function` not an object, a missing, empty or
     non-string name, a non-string description, non-object parameters) are 400 with the exact
     path in `param`, even with `skip_validation`: nothing downstream could use such a tool.
-    Otherwise, unless `skip_validation`, every tool's parameters must pass the §2.4 whitelist;
+    Otherwise, unless `skip_validation`, every tool's parameters must pass the whitelist;
     the first failure is 400 `Tool validation failed: tool '<name>': <path>: <rule>`, param
     `tools`. All tools are parsed before any is validated, as the reference decodes the whole
     body before it validates.
@@ -202,7 +203,7 @@ def _validate_tool(tool: Tool, params_path: str, raw_parameters: object) -> None
         ) from None
 
 
-# ------------------------------------------------------------------- the §2.4 whitelist
+# ------------------------------------------------------------ the schema keyword whitelist
 
 _SCHEMA_TYPES: Final = ("object", "array", "string", "number", "integer", "boolean", "null")
 _ALLOWED_KEYWORDS: Final = (
@@ -378,7 +379,7 @@ _CHOICE_TYPES_HINT: Final = 'expected "function", "custom" or "allowed_tools"'
 
 
 def parse_tool_choice(raw: object = msgspec.UNSET) -> ToolChoice:
-    """The request's tool choice (§2.4).
+    """The request's tool choice.
 
     Absent vs null: pass `msgspec.UNSET` (the default) when the field is absent, which is what
     a msgspec Struct field declared `tool_choice: Any | msgspec.UnsetType = msgspec.UNSET`
@@ -443,7 +444,7 @@ def _named_tool(raw: dict[str, Any]) -> str:
 
 
 def tool_candidates(tools: list[Tool] | None, choice: ToolChoice) -> list[Tool]:
-    """The tools a generated call may use (§8.1); [] means no tool calls.
+    """The tools a generated call may use; [] means no tool calls.
 
     Unlike the reference (500 at generation time), a choice the tools cannot satisfy is a 400:
     a named tool missing from `tools`, or "required" with no tools at all.
