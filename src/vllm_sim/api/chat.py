@@ -36,8 +36,10 @@ class ChatRequest(OpenAIBody, kw_only=True):
     top_logprobs: int | None = None
     tools: list[Any] | None = None  # each tool is checked by parse_tools
     # UNSET (absent) means auto; an explicit null is an error, as in the reference.
-    tool_choice: str | dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
-    response_format: dict[str, Any] | None = None
+    # Any: a wrong type gets the reference's own message from parse_tool_choice.
+    tool_choice: Any | msgspec.UnsetType = msgspec.UNSET
+    # Any: a wrong type gets parse_response_format's own message, naming what it got.
+    response_format: Any = None
     cache_hit_threshold: float | None = None
 
 

@@ -48,7 +48,8 @@ class ResponsesRequest(msgspec.Struct):
     instructions: str | None = None
     max_output_tokens: int | None = None
     tools: list[Any] | None = None
-    tool_choice: str | dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    # Any: a wrong type gets the reference's own message from parse_tool_choice.
+    tool_choice: Any | msgspec.UnsetType = msgspec.UNSET
     text: dict[str, Any] | None = None
     include: list[str] | None = None
     top_logprobs: int | None = None
