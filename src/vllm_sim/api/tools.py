@@ -18,8 +18,8 @@ from typing import Any, Final, NoReturn
 import msgspec
 
 from vllm_sim.engine.errors import RequestError
-from vllm_sim.engine.generation.toolcalls import SynthesisError, SynthesisSettings, synthesize
 from vllm_sim.engine.request import ToolPlan
+from vllm_sim.schemagen import SynthesisError, SynthesisSettings, synthesize
 
 __all__ = [
     "ResponseFormat",
