@@ -9,8 +9,10 @@ import pytest
 
 from vllm_sim.api.tools import (
     ResponseFormat,
+    ResponseFormatKind,
     Tool,
     ToolChoice,
+    ToolChoiceMode,
     parse_response_format,
     parse_tool_choice,
     parse_tools,
@@ -629,7 +631,7 @@ def test_absent_is_signalled_by_a_msgspec_unset_field() -> None:
         ("REQUIRED", "auto"),
     ],
 )
-def test_string_tool_choice(raw: str, mode: str) -> None:
+def test_string_tool_choice(raw: str, mode: ToolChoiceMode) -> None:
     assert parse_tool_choice(raw) == ToolChoice(mode)
 
 
@@ -738,7 +740,7 @@ def test_null_and_other_json_types_are_unknown_tool_choice_types(raw: object, ki
 @pytest.mark.parametrize(("mode", "name"), [("bogus", None), ("named", None), ("auto", "f")])
 def test_tool_choice_rejects_inconsistent_values(mode: str, name: str | None) -> None:
     with pytest.raises(ValueError):
-        ToolChoice(mode, name)
+        ToolChoice(mode, name)  # type: ignore[arg-type]  # run-time guard of a bad mode
 
 
 # ------------------------------------------------------------------------- tool_candidates
@@ -814,7 +816,7 @@ def test_absent_or_null_response_format_is_none() -> None:
 
 
 @pytest.mark.parametrize("kind", ["text", "json_object"])
-def test_plain_response_formats(kind: str) -> None:
+def test_plain_response_formats(kind: ResponseFormatKind) -> None:
     assert parse_response_format({"type": kind}) == ResponseFormat(kind)
     assert parse_response_format({"type": kind, "extra": 1}) == ResponseFormat(kind)
 

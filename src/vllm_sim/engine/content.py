@@ -11,17 +11,11 @@ from vllm_sim.engine.finish import FinishReason
 from vllm_sim.engine.generation.echo import echo_token_ids, echo_tokens
 from vllm_sim.engine.generation.lengths import response_length
 from vllm_sim.engine.generation.sentences import SentenceBank
-from vllm_sim.engine.generation.toolcalls import (
-    SynthesisError,
-    SynthesisSettings,
-    arguments_json,
-    call_count,
-    pick_tools,
-    synthesize,
-)
+from vllm_sim.engine.generation.toolcalls import call_count, pick_tools
 from vllm_sim.engine.request import JsonPlan, ToolPlan
 from vllm_sim.engine.sequence import ToolCallOutput
 from vllm_sim.engine.tokenizer import Tokenizer
+from vllm_sim.schemagen import SynthesisError, SynthesisSettings, arguments_json, synthesize
 
 if TYPE_CHECKING:
     from vllm_sim.engine.sequence import Sequence

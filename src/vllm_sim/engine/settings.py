@@ -5,6 +5,7 @@ from __future__ import annotations
 from vllm_sim.config import Config
 from vllm_sim.engine.core import EngineLimits
 from vllm_sim.engine.latency import LatencySettings
+from vllm_sim.schemagen import SynthesisSettings
 
 
 def limits_from_config(cfg: Config) -> EngineLimits:
@@ -36,4 +37,18 @@ def latency_from_config(cfg: Config) -> LatencySettings:
         max_num_seqs=cfg.max_num_seqs,
         image=cfg.time_to_generate_image,
         image_std=cfg.time_to_generate_image_std_dev,
+    )
+
+
+def synthesis_settings(cfg: Config) -> SynthesisSettings:
+    return SynthesisSettings(
+        min_integer=cfg.min_tool_call_integer_param,
+        max_integer=cfg.max_tool_call_integer_param,
+        min_number=cfg.min_tool_call_number_param,
+        max_number=cfg.max_tool_call_number_param,
+        min_items=cfg.min_tool_call_array_param_length,
+        max_items=cfg.max_tool_call_array_param_length,
+        optional_param_probability=cfg.tool_call_not_required_param_probability,
+        optional_field_probability=cfg.object_tool_call_not_required_field_probability,
+        extra_call_probability=cfg.tool_call_extra_call_probability,
     )

@@ -18,11 +18,10 @@ from vllm_sim.api.routes import build_routes
 from vllm_sim.config import Config, FakeMetrics
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
-from vllm_sim.engine.generation.toolcalls import SynthesisSettings
 from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.events import KvEventPublisher, offset_endpoint, topic_for
 from vllm_sim.engine.kvcache.manager import KvCacheManager
-from vllm_sim.engine.settings import latency_from_config, limits_from_config
+from vllm_sim.engine.settings import latency_from_config, limits_from_config, synthesis_settings
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
 from vllm_sim.http.app import App
 from vllm_sim.metrics.catalogue import SchedulerGauges, VllmMetrics, fake_gauges, live_gauges
@@ -77,9 +76,7 @@ def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
     # Each rank draws its own stream; rank 0 keeps the seed as given.
     rng = random.Random(cfg.seed if rank == 0 else cfg.seed * 1009 + rank)
     tokenizer = SimulatedTokenizer()
-    content = ContentSource(
-        cfg.mode, tokenizer, rng, SynthesisSettings.from_config(cfg), cfg.mm_encoder_only
-    )
+    content = ContentSource(cfg.mode, tokenizer, rng, synthesis_settings(cfg), cfg.mm_encoder_only)
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
     kv = _kv_cache(cfg, port, rank, background)
     metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len)

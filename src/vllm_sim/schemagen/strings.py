@@ -1,0 +1,83 @@
+"""String values: a word fitted to the lengths, a `format`, or a string for `pattern`."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .context import Ctx, fail
+from .formats import FORMATS
+from .keywords import PATTERNS_KEY, length, searches
+from .pattern import REPEAT_SPREAD, PatternUnsupported, emit, parse_pattern
+from .words import WORDS
+
+_PATTERN_ATTEMPTS: Final = 64
+
+
+def string_value(rng: random.Random, schema: Mapping[str, Any], ctx: Ctx) -> str:
+    min_len = length(schema, "minLength", ctx) or 0
+    max_len = length(schema, "maxLength", ctx)
+    if max_len is not None and min_len > max_len:
+        raise fail(f"minLength ({min_len}) is greater than maxLength ({max_len})", ctx)
+    patterns = [p for p in (schema.get("pattern"), *schema.get(PATTERNS_KEY, ())) if p]
+    fmt = schema.get("format")
+    maker = FORMATS.get(fmt) if isinstance(fmt, str) else None
+    if maker is not None:
+        text = maker(rng)
+        fits = min_len <= len(text) and (max_len is None or len(text) <= max_len)
+        # With a pattern too, a formatted string that also matches it satisfies both;
+        # otherwise the pattern wins (we cannot generate for pattern and format at once).
+        if fits and all(searches(p, text) for p in patterns):
+            return text
+        if not patterns:
+            raise fail(f"a {fmt} string cannot have length {min_len}..{max_len}", ctx)
+    if patterns:
+        return _pattern_string(rng, patterns, min_len, max_len, ctx)
+    return _fit_length(rng.choice(WORDS), min_len, max_len)
+
+
+def _pattern_string(
+    rng: random.Random, patterns: list[Any], min_len: int, max_len: int | None, ctx: Ctx
+) -> str:
+    """A string that matches every pattern; only the first one is generated for."""
+    try:
+        compiled = [re.compile(p) for p in patterns]
+    except (re.error, TypeError) as exc:
+        raise fail(f"invalid pattern {patterns[0]!r}: {exc}", ctx) from None
+    try:
+        tree = parse_pattern(patterns[0])
+    except PatternUnsupported as exc:
+        raise fail(f"cannot generate for pattern {patterns[0]!r}: {exc}", ctx) from None
+    # `boost` shifts the repeat counts of unbounded quantifiers; a bisection between
+    # "too short" and "too long" boosts homes in on the length constraints.
+    boost, low, high = 0, -REPEAT_SPREAD, max(REPEAT_SPREAD, min_len)
+    for _ in range(_PATTERN_ATTEMPTS):
+        parts: list[str] = []
+        emit(tree, rng, parts, boost)
+        text = "".join(parts)
+        if len(text) < min_len:
+            # An unanchored pattern ("x") matches inside a longer string: pad it.
+            padded = _fit_length(text + rng.choice(WORDS), min_len, max_len)
+            if len(padded) >= min_len and all(c.search(padded) for c in compiled):
+                return padded
+            low = boost + 1
+            high = max(high, 2 * low)
+        elif max_len is not None and len(text) > max_len:
+            high = max(boost - 1, -REPEAT_SPREAD)
+            low = min(low, high)
+        elif all(c.search(text) for c in compiled):
+            return text
+        boost = (low + high) // 2
+    raise fail(f"cannot generate a string matching pattern {patterns[0]!r}", ctx)
+
+
+def _fit_length(word: str, min_len: int, max_len: int | None) -> str:
+    text = word
+    while len(text) < min_len:
+        text += " " + word
+    if max_len is not None and len(text) > max_len:
+        text = text[:max_len]
+    stripped = text.rstrip()  # a trimmed "hello hello" should not end with a space
+    return stripped if len(stripped) >= min_len else text

@@ -1,0 +1,123 @@
+"""The walk over a schema: `oneOf`, then a value of one of the allowed types."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Final
+
+from .arrays import array_value
+from .context import Ctx, unsupported_type
+from .flatten import Flattener
+from .keywords import TYPE_COST, TYPES, enum_values, schema_list
+from .matching import Matcher
+from .merge import merge
+from .numbers import integer_value, number_value
+from .objects import object_value
+from .settings import SynthesisSettings
+from .strings import string_value
+from .words import WORDS
+
+_ONE_OF_ATTEMPTS: Final = 8
+
+
+def synthesize(
+    rng: random.Random,
+    schema: Mapping[str, Any],
+    settings: SynthesisSettings,
+    *,
+    top_level: bool = True,
+) -> Any:
+    """A value for `schema`. With `top_level`, the root object's optional properties use
+    `optional_param_probability` (tool parameters); nested ones use
+    `optional_field_probability`. Raises `SynthesisError` for schemas we cannot satisfy."""
+    return _Synthesizer(rng, schema, settings).generate(
+        schema, Ctx(path="$", depth=0, top=top_level, null_ok=False)
+    )
+
+
+class _Synthesizer:
+    def __init__(
+        self, rng: random.Random, root: Mapping[str, Any], settings: SynthesisSettings
+    ) -> None:
+        self._rng = rng
+        self._settings = settings
+        self._flattener = Flattener(rng, root)
+        self._matcher = Matcher(root)
+
+    def generate(self, schema: Any, ctx: Ctx) -> Any:
+        if schema is True:
+            return self._rng.choice(WORDS)  # any value validates; a word is the cheapest
+        flat, ctx = self._flattener.flatten(schema, ctx, keep_one_of=True)
+        if "oneOf" in flat:
+            return self._one_of(flat, ctx)
+        return self._generate_flat(flat, ctx)
+
+    def _one_of(self, schema: Mapping[str, Any], ctx: Ctx) -> Any:
+        # A value that also matches another branch would fail oneOf: regenerate it, then
+        # fall back to other branches; after that, emit the last value (best effort).
+        branches = schema_list(schema, "oneOf", ctx)
+        rest = {k: v for k, v in schema.items() if k != "oneOf"}
+        value: Any = None
+        for attempt in range(_ONE_OF_ATTEMPTS):
+            order = self._flattener.branch_order(branches, ctx)
+            index = order[attempt % len(order)] if ctx.minimal else order[0]
+            branch_ctx = replace(ctx.at(f".oneOf[{index}]"), null_ok=True)
+            flat, branch_ctx = self._flattener.flatten(
+                branches[index], branch_ctx, keep_one_of=True
+            )
+            value = self.generate(merge(rest, flat, ctx), branch_ctx)
+            others = (b for i, b in enumerate(branches) if i != index)
+            if not any(self._matcher.matches(value, other, 0) for other in others):
+                return value
+        return value
+
+    def _generate_flat(self, schema: Mapping[str, Any], ctx: Ctx) -> Any:
+        if "const" in schema:
+            return copy.deepcopy(schema["const"])
+        enum = schema.get("enum")
+        if isinstance(enum, list) and enum:
+            return copy.deepcopy(self._rng.choice(enum_values(enum, schema, ctx)))
+        rng, settings = self._rng, self._settings
+        kind = _pick_type(rng, schema, ctx)
+        if kind == "null":
+            return None
+        if kind == "boolean":
+            return rng.random() < 0.5
+        if kind == "integer":
+            return integer_value(rng, schema, settings, ctx)
+        if kind == "number":
+            return number_value(rng, schema, settings, ctx)
+        if kind == "string":
+            return string_value(rng, schema, ctx)
+        if kind == "array":
+            return array_value(rng, schema, settings, ctx, self.generate)
+        return object_value(rng, schema, settings, ctx, self.generate)
+
+
+def _pick_type(rng: random.Random, schema: Mapping[str, Any], ctx: Ctx) -> str:
+    raw = schema.get("type")
+    if raw is None:
+        if "properties" in schema:
+            return "object"
+        raise unsupported_type(None, ctx)
+    if isinstance(raw, str):
+        names = [raw]
+    elif isinstance(raw, list) and raw and all(isinstance(t, str) for t in raw):
+        names = list(dict.fromkeys(raw))
+    else:
+        raise unsupported_type(raw, ctx)
+    known = [t for t in names if t in TYPES]
+    if not known:
+        raise unsupported_type(names[0], ctx)
+    if len(known) == 1:
+        # A lone `null` type is an error, as llm-d-inference-sim rejects such tool
+        # parameters; null is fine as one of several alternatives (type array, anyOf/oneOf).
+        if known[0] == "null" and len(names) == 1 and not ctx.null_ok:
+            raise unsupported_type("null", ctx)
+        return known[0]
+    if ctx.minimal:
+        return min(known, key=TYPE_COST.__getitem__)
+    return rng.choice(known)
