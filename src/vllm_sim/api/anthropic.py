@@ -26,7 +26,8 @@ from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.api.streaming import named_event
 from vllm_sim.api.tools import ToolChoice, ToolChoiceMode, parse_tools, plan_tools, tool_candidates
 from vllm_sim.engine.finish import FinishReason
-from vllm_sim.engine.request import Prompt, ToolPlan
+from vllm_sim.engine.generation.toolcalls import ToolPlan
+from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
 

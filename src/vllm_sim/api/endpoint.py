@@ -18,7 +18,8 @@ from vllm_sim.api.capabilities import Capabilities
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.streaming import ChunkEncoder
 from vllm_sim.api.transfer import KvTransferParams
-from vllm_sim.engine.request import JsonPlan, Prompt, ToolPlan
+from vllm_sim.engine.generation.toolcalls import ToolPlan
+from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import error_body

@@ -34,7 +34,8 @@ from vllm_sim.api.tools import (
     tool_candidates,
 )
 from vllm_sim.engine.finish import FinishReason
-from vllm_sim.engine.request import JsonPlan, Prompt, ToolPlan
+from vllm_sim.engine.generation.toolcalls import ToolPlan
+from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
 

@@ -19,7 +19,7 @@ from typing import Any, Final, Literal, NoReturn, get_args
 import msgspec
 
 from vllm_sim.api.body import json_kind
-from vllm_sim.engine.request import ToolPlan
+from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.errors import RequestError
 from vllm_sim.schemagen import SynthesisError, SynthesisSettings, synthesize
 

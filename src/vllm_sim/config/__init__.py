@@ -44,6 +44,7 @@ from .errors import ConfigError, HelpRequested
 from .fake_metrics import FakeGauge, FakeGenerator, FakeLora, FakeMetrics
 from .load import load_config
 from .model import Config, LoraModule
+from .projection import project
 
 __all__ = [
     "Config",
@@ -59,4 +60,5 @@ __all__ = [
     "format_duration",
     "load_config",
     "parse_duration",
+    "project",
 ]

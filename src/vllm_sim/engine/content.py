@@ -4,16 +4,16 @@ sentences of a sampled length."""
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from vllm_sim.engine.errors import EngineError, Refusal
 from vllm_sim.engine.finish import FinishReason
 from vllm_sim.engine.generation.echo import echo_token_ids, echo_tokens
 from vllm_sim.engine.generation.lengths import response_length
 from vllm_sim.engine.generation.sentences import SentenceBank
-from vllm_sim.engine.generation.toolcalls import call_count, pick_tools
-from vllm_sim.engine.request import JsonPlan, ToolPlan
-from vllm_sim.engine.sequence import ToolCallOutput
+from vllm_sim.engine.generation.toolcalls import TOOL_CALL_OVERHEAD, ToolPlan, make_tool_calls
+from vllm_sim.engine.request import JsonPlan
 from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.schemagen import SynthesisError, SynthesisSettings, arguments_json, synthesize
 
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 ECHO = "echo"
 
-TOOL_CALL_OVERHEAD = 3  # usage tokens per call beyond its arguments (the reference's count)
 # `json_object` without a schema: an object with one answer, as a JSON-mode model gives.
 _ANY_OBJECT = {
     "type": "object",
@@ -92,32 +91,18 @@ class ContentSource:
 
     def _tool_calls(self, seq: Sequence, plan: ToolPlan) -> bool:
         """Fills the sequence with tool calls; False when it is to answer in text."""
-        rng = self._rng
-        count = call_count(rng, len(plan.tools), plan.forced, self.synthesis)
-        if plan.max_calls is not None:
-            count = min(count, plan.max_calls)
-        if count == 0:
+        made = make_tool_calls(self._rng, plan, self.synthesis, self.tokenizer, self._arguments)
+        if made is None:
             return False
-        schemas = dict(plan.tools)
-        calls: list[ToolCallOutput] = []
-        ids: list[int] = []
-        pieces: list[str] = []
-        for name in pick_tools(rng, [name for name, _ in plan.tools], count):
-            schema = schemas[name]
-            arguments = arguments_json(self._synthesize(schema, f"tool '{name}'", "tools"))
-            call_ids, call_pieces = self.tokenizer.tokenize(arguments)
-            call_id = f"{rng.randrange(10**10):010d}"  # each protocol prefixes its own
-            calls.append(
-                ToolCallOutput(call_id, name, arguments, len(ids), len(ids) + len(call_ids))
-            )
-            ids += call_ids
-            pieces += call_pieces
-        seq.output_ids, seq.output_pieces = ids, pieces
-        seq.tool_calls = calls
-        seq.call_starts = frozenset(call.start for call in calls[1:])
-        seq.extra_completion_tokens = TOOL_CALL_OVERHEAD * count
+        seq.output_ids, seq.output_pieces = made.token_ids, made.pieces
+        seq.tool_calls = made.calls
+        seq.call_starts = frozenset(call.start for call in made.calls[1:])
+        seq.extra_completion_tokens = TOOL_CALL_OVERHEAD * len(made.calls)
         seq.finish_reason = FinishReason.TOOL_CALLS
         return True
+
+    def _arguments(self, schema: Mapping[str, Any], name: str) -> str:
+        return arguments_json(self._synthesize(schema, f"tool '{name}'", "tools"))
 
     def _json(self, seq: Sequence, plan: JsonPlan, max_model_len: int) -> None:
         value = self._synthesize(plan.schema or _ANY_OBJECT, "response_format", "response_format")

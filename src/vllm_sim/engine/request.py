@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_sim.engine.generation.toolcalls import ToolPlan
+
 
 @dataclass(slots=True)
 class Prompt:
@@ -20,15 +22,6 @@ class Prompt:
     # The cached prefix (tokens) when the prompt's first sequence looked it up: what the
     # request found in the cache, before its own copies stored anything.
     first_hit: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ToolPlan:
-    """The tools a sequence may call, each as (name, JSON Schema of its arguments)."""
-
-    tools: tuple[tuple[str, Mapping[str, Any]], ...]
-    forced: bool  # `required` or a named tool: at least one call
-    max_calls: int | None = None  # the Responses API answers with one call at most
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.generation.toolcalls import ToolCallOutput
 
 if TYPE_CHECKING:
     from vllm_sim.engine.latency import LatencyModel
@@ -20,17 +20,6 @@ class SeqState(enum.Enum):
     RUNNING = "running"
     FINISHED = "finished"
     ABORTED = "aborted"
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallOutput:
-    """One generated tool call: its output tokens are [start, end) of the sequence's."""
-
-    id: str  # ten digits; each protocol adds its prefix (chatcmpl-tool-, call_, toolu_)
-    name: str
-    arguments: str
-    start: int
-    end: int
 
 
 class Sequence:

@@ -15,7 +15,7 @@ from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.health import Readiness
 from vllm_sim.api.omni import ImageEmission
 from vllm_sim.api.routes import build_routes
-from vllm_sim.config import Config, FakeMetrics
+from vllm_sim.config import Config, FakeMetrics, project
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.kvcache.cache import BlockCache
@@ -57,19 +57,13 @@ def pod_headers(cfg: Config, port: int) -> tuple[tuple[bytes, bytes], ...]:
 
 
 def serving_settings(cfg: Config, port: int) -> ServingSettings:
-    return ServingSettings(
-        served_model_names=cfg.served_model_name,
-        base_model=cfg.model,
-        max_model_len=cfg.max_model_len,
-        block_size=cfg.block_size,
-        pod_ip=cfg.pod_ip,
-        kv_enabled=cfg.enable_kvcache,
-        mm_encoder_only=cfg.mm_encoder_only,
-        skip_tool_validation=cfg.skip_tool_validation,
-        default_embedding_dimensions=cfg.default_embedding_dimensions,
-        echo_request_id=cfg.enable_request_id_headers,
-        pod_headers=pod_headers(cfg, port),
-    )
+    renamed = {
+        "served_model_names": "served_model_name",
+        "base_model": "model",
+        "kv_enabled": "enable_kvcache",
+        "echo_request_id": "enable_request_id_headers",
+    }
+    return project(ServingSettings, cfg, renamed, pod_headers=pod_headers(cfg, port))
 
 
 def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:

@@ -1,12 +1,51 @@
-"""How many tool calls a response makes and which tools they call; their arguments come
-from `vllm_sim.schemagen`."""
+"""Tool calls on the engine's side: what a request allows (ToolPlan), how many calls an
+answer makes, which tools they call, and the calls themselves as output tokens.
+
+The arguments are JSON values generated from each tool's schema by `vllm_sim.schemagen`;
+the protocols only parse `tools` and `tool_choice` into a ToolPlan and frame the calls.
+"""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.schemagen import SynthesisSettings
+
+# Usage tokens per call beyond its arguments: the reference counts the call's framing.
+TOOL_CALL_OVERHEAD = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPlan:
+    """The tools a sequence may call, each as (name, JSON Schema of its arguments)."""
+
+    tools: tuple[tuple[str, Mapping[str, Any]], ...]
+    forced: bool  # `required` or a named tool: at least one call
+    max_calls: int | None = None  # the Responses API answers with one call at most
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallOutput:
+    """One generated tool call: its output tokens are [start, end) of the sequence's."""
+
+    id: str  # ten digits; each protocol adds its prefix (chatcmpl-tool-, call_, toolu_)
+    name: str
+    arguments: str
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class ToolCalls:
+    """An answer made of tool calls: the calls, and their argument tokens in order."""
+
+    calls: list[ToolCallOutput]
+    token_ids: list[int]
+    pieces: list[str]
 
 
 def call_count(
@@ -29,3 +68,31 @@ def pick_tools(rng: random.Random, names: Sequence[str], count: int) -> list[str
     if len(names) == 1:
         return [names[0]] * count
     return [rng.choice(names) for _ in range(count)]
+
+
+def make_tool_calls(
+    rng: random.Random,
+    plan: ToolPlan,
+    settings: SynthesisSettings,
+    tokenizer: Tokenizer,
+    arguments: Callable[[Mapping[str, Any], str], str],
+) -> ToolCalls | None:
+    """The calls an answer makes under `plan`, or None when it is to answer in text.
+
+    `arguments(schema, tool_name)` gives one call's arguments as JSON text."""
+    count = call_count(rng, len(plan.tools), plan.forced, settings)
+    if plan.max_calls is not None:
+        count = min(count, plan.max_calls)
+    if count == 0:
+        return None
+    schemas = dict(plan.tools)
+    made = ToolCalls([], [], [])
+    for name in pick_tools(rng, [name for name, _ in plan.tools], count):
+        text = arguments(schemas[name], name)
+        ids, pieces = tokenizer.tokenize(text)
+        call_id = f"{rng.randrange(10**10):010d}"  # each protocol prefixes its own
+        start = len(made.token_ids)
+        made.calls.append(ToolCallOutput(call_id, name, text, start, start + len(ids)))
+        made.token_ids += ids
+        made.pieces += pieces
+    return made
