@@ -12,7 +12,6 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.api import capabilities
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import (
     ChatMessage,
@@ -200,19 +199,13 @@ def _tool_plan(ctx: ApiContext, body: MessagesRequest) -> ToolPlan | None:
 
 # ---------------------------------------------------------------- endpoint
 class MessagesEndpoint(Endpoint[MessagesRequest]):
-    path = "/v1/messages"
-    capabilities = capabilities.MESSAGES
     decoder = msgspec.json.Decoder(MessagesRequest)
 
     def options(self, body: MessagesRequest) -> Options:
         if body.max_tokens is None:
             raise _fail("max_tokens is required", "max_tokens")
-        return Options(
-            body.max_tokens,
-            "max_tokens",
-            stream=bool(body.stream),
-            ignore_eos=bool(body.ignore_eos),
-        )
+        stream, ignore_eos = bool(body.stream), bool(body.ignore_eos)
+        return Options(body.max_tokens, "max_tokens", stream=stream, ignore_eos=ignore_eos)
 
     def plan(self, ctx: ApiContext, body: MessagesRequest) -> Plan:
         messages = _messages(body)

@@ -6,7 +6,6 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.api import capabilities
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
 from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
@@ -45,8 +44,6 @@ class ChatRequest(OpenAIBody, kw_only=True):
 
 
 class ChatEndpoint(Endpoint[ChatRequest]):
-    path = "/v1/chat/completions"
-    capabilities = capabilities.CHAT
     decoder = msgspec.json.Decoder(ChatRequest)
 
     def options(self, body: ChatRequest) -> Options:

@@ -6,7 +6,6 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.api import capabilities
 from vllm_sim.api.body import PARSE_ERROR_PREFIX
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
@@ -61,8 +60,6 @@ def parse_prompts(prompt: object, tokenizer: Tokenizer) -> list[Prompt]:
 
 
 class CompletionsEndpoint(Endpoint[CompletionRequest]):
-    path = "/v1/completions"
-    capabilities = capabilities.COMPLETIONS
     decoder = msgspec.json.Decoder(CompletionRequest)
 
     def options(self, body: CompletionRequest) -> Options:

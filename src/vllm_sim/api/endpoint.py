@@ -10,7 +10,7 @@ waiting, errors and headers) is the pipeline's, the same for every protocol.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -109,12 +109,15 @@ class Call(Generic[B]):
 
 
 class Endpoint(Generic[B]):
-    """One generation protocol. Subclasses set the class attributes and implement the
-    four methods; `error_body` is OpenAI's envelope unless the protocol has its own."""
+    """One generation protocol, served at `path` with the shared features `capabilities`
+    allows. Subclasses set `decoder` and implement the four methods; `error_body` is
+    OpenAI's envelope unless the protocol has its own."""
 
-    path: ClassVar[str]
-    capabilities: ClassVar[Capabilities]
     decoder: msgspec.json.Decoder[B]
+
+    def __init__(self, path: str, capabilities: Capabilities) -> None:
+        self.path = path
+        self.capabilities = capabilities
 
     def options(self, body: B) -> Options:
         """The common knobs, after the protocol's own rules on its fields."""

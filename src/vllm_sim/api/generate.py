@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 import msgspec
 
-from vllm_sim.api import capabilities
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
 from vllm_sim.api.streaming import OpenAIStreamErrors, json_str
@@ -46,8 +45,6 @@ class GenerateRequest(OpenAIBody, kw_only=True):
 
 
 class GenerateEndpoint(Endpoint[GenerateRequest]):
-    path = "/inference/v1/generate"
-    capabilities = capabilities.GENERATE
     decoder = msgspec.json.Decoder(GenerateRequest)
 
     def options(self, body: GenerateRequest) -> Options:

@@ -12,7 +12,6 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.api import capabilities
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import (
     ChatMessage,
@@ -199,8 +198,6 @@ def _json_plan(ctx: ApiContext, raw: object) -> JsonPlan | None:
 
 
 class ResponsesEndpoint(Endpoint[ResponsesRequest]):
-    path = "/v1/responses"
-    capabilities = capabilities.RESPONSES
     decoder = msgspec.json.Decoder(ResponsesRequest)
 
     def options(self, body: ResponsesRequest) -> Options:

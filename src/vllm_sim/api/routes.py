@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from vllm_sim.api import embeddings, lora, models, render, tokenize
+from vllm_sim.api import capabilities, embeddings, lora, models, render, tokenize
 from vllm_sim.api.admin import RuntimeControl, admin_handlers
 from vllm_sim.api.anthropic import MessagesEndpoint
 from vllm_sim.api.chat import ChatEndpoint
@@ -27,11 +27,11 @@ ApiHandler = Callable[[ApiContext, HttpRequest], Awaitable[AnyResponse]]
 def generation_endpoints() -> list[Endpoint[Any]]:
     """Every endpoint that runs the engine; each is served by the one pipeline."""
     return [
-        ChatEndpoint(),
-        CompletionsEndpoint(),
-        ResponsesEndpoint(),
-        GenerateEndpoint(),
-        MessagesEndpoint(),
+        ChatEndpoint("/v1/chat/completions", capabilities.CHAT),
+        CompletionsEndpoint("/v1/completions", capabilities.COMPLETIONS),
+        ResponsesEndpoint("/v1/responses", capabilities.RESPONSES),
+        MessagesEndpoint("/v1/messages", capabilities.MESSAGES),
+        GenerateEndpoint("/inference/v1/generate", capabilities.GENERATE),
     ]
 
 

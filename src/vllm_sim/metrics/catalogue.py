@@ -65,6 +65,12 @@ def one_two_five_buckets(max_model_len: int) -> tuple[int, ...]:
     return tuple(bounds)
 
 
+def _phase_histogram(name: str, phase: str) -> Histogram:
+    """The time requests spend in one phase of vLLM's scheduler."""
+    help_text = f"Histogram of time spent in {phase} phase for request."
+    return Histogram(name, help_text, MODEL, LATENCY_BUCKETS)
+
+
 class VllmMetrics:
     """Every family of one engine, registered in vLLM's order, series created as vLLM does."""
 
@@ -120,30 +126,10 @@ class VllmMetrics:
         self.e2e = Histogram(
             E2E, "Histogram of e2e request latency in seconds.", MODEL, LATENCY_BUCKETS
         )
-        self.queue_time = Histogram(
-            QUEUE_TIME,
-            "Histogram of time spent in WAITING phase for request.",
-            MODEL,
-            LATENCY_BUCKETS,
-        )
-        self.inference_time = Histogram(
-            INFERENCE_TIME,
-            "Histogram of time spent in RUNNING phase for request.",
-            MODEL,
-            LATENCY_BUCKETS,
-        )
-        self.prefill_time = Histogram(
-            PREFILL_TIME,
-            "Histogram of time spent in PREFILL phase for request.",
-            MODEL,
-            LATENCY_BUCKETS,
-        )
-        self.decode_time = Histogram(
-            DECODE_TIME,
-            "Histogram of time spent in DECODE phase for request.",
-            MODEL,
-            LATENCY_BUCKETS,
-        )
+        self.queue_time = _phase_histogram(QUEUE_TIME, "WAITING")
+        self.inference_time = _phase_histogram(INFERENCE_TIME, "RUNNING")
+        self.prefill_time = _phase_histogram(PREFILL_TIME, "PREFILL")
+        self.decode_time = _phase_histogram(DECODE_TIME, "DECODE")
         self.request_tpot = Histogram(
             REQUEST_TPOT,
             "Histogram of time_per_output_token_seconds per request.",

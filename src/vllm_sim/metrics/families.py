@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Sequence
+from typing import Generic, TypeVar
 
 from vllm_sim.metrics.exposition import format_value, label_text
 
@@ -38,6 +39,34 @@ class _Family:
         out.append(f"# TYPE {name} {self.kind}")
 
 
+S = TypeVar("S")
+
+
+class _SeriesFamily(_Family, Generic[S]):
+    """A family whose series are created on first use of their label values."""
+
+    def __init__(self, name: str, help_text: str, label_names: Sequence[str]) -> None:
+        super().__init__(name, help_text, label_names)
+        self.series: dict[LabelValues, S] = {}
+
+    def _new_series(self) -> S:
+        raise NotImplementedError
+
+    def labels(self, *values: str) -> S:
+        series = self.series.get(values)
+        if series is None:
+            if len(values) != len(self.label_names):
+                raise ValueError(f"{self.name} takes labels {self.label_names}, got {values}")
+            series = self.series[values] = self._new_series()
+        return series
+
+    def remove(self, *values: str) -> None:
+        self.series.pop(values, None)
+
+    def clear(self) -> None:
+        self.series.clear()
+
+
 class ValueSeries:
     """One counter or gauge series."""
 
@@ -53,24 +82,9 @@ class ValueSeries:
         self.value = value
 
 
-class _ValueFamily(_Family):
-    def __init__(self, name: str, help_text: str, label_names: Sequence[str]) -> None:
-        super().__init__(name, help_text, label_names)
-        self.series: dict[LabelValues, ValueSeries] = {}
-
-    def labels(self, *values: str) -> ValueSeries:
-        series = self.series.get(values)
-        if series is None:
-            if len(values) != len(self.label_names):
-                raise ValueError(f"{self.name} takes labels {self.label_names}, got {values}")
-            series = self.series[values] = ValueSeries()
-        return series
-
-    def remove(self, *values: str) -> None:
-        self.series.pop(values, None)
-
-    def clear(self) -> None:
-        self.series.clear()
+class _ValueFamily(_SeriesFamily[ValueSeries]):
+    def _new_series(self) -> ValueSeries:
+        return ValueSeries()
 
     def render(self, out: list[str]) -> None:
         if not self.series:
@@ -142,7 +156,7 @@ class HistogramSeries:
         return sum(self.counts)
 
 
-class Histogram(_Family):
+class Histogram(_SeriesFamily[HistogramSeries]):
     kind = "histogram"
 
     def __init__(
@@ -151,27 +165,15 @@ class Histogram(_Family):
         super().__init__(name, help_text, label_names)
         self.bounds = tuple(float(b) for b in bounds)
         self._le = [format_value(b) for b in self.bounds] + ["+Inf"]
-        self.series: dict[LabelValues, HistogramSeries] = {}
 
-    def labels(self, *values: str) -> HistogramSeries:
-        series = self.series.get(values)
-        if series is None:
-            if len(values) != len(self.label_names):
-                raise ValueError(f"{self.name} takes labels {self.label_names}, got {values}")
-            series = self.series[values] = HistogramSeries(self.bounds)
-        return series
+    def _new_series(self) -> HistogramSeries:
+        return HistogramSeries(self.bounds)
 
     def share(self, values: LabelValues, series: HistogramSeries) -> None:
         """Exposes `series` (of a family with the same buckets) under this family too."""
         if series.bounds != self.bounds:
             raise ValueError(f"{self.name}: a shared series must have the same buckets")
         self.series[values] = series
-
-    def remove(self, *values: str) -> None:
-        self.series.pop(values, None)
-
-    def clear(self) -> None:
-        self.series.clear()
 
     def render(self, out: list[str]) -> None:
         if not self.series:
