@@ -48,7 +48,10 @@ def build_routes(
     readiness: Readiness,
     control: RuntimeControl,
     dev_mode: bool = False,
+    sleep_mode: bool = False,
 ) -> list[Route]:
+    """Every route; `dev_mode` adds the sleep endpoints, which answer 400 unless
+    `sleep_mode` (--enable-sleep-mode)."""
     show_config, update_config, update_fake_metrics = admin_handlers(control)
     routes = [
         # Generation endpoints refuse new work while the server drains for shutdown.
@@ -72,9 +75,7 @@ def build_routes(
     if not ctx.settings.mm_encoder_only:  # an encoder-only node embeds images, not text
         routes.append(Route("/v1/embeddings", {"POST": _bind(ctx, embeddings.handle)}))
     if dev_mode:  # vLLM serves these in dev mode only (VLLM_SERVER_DEV_MODE=1)
-        to_sleep, wake_up, is_sleeping = sleep_handlers(
-            ctx.engine, control.config.enable_sleep_mode
-        )
+        to_sleep, wake_up, is_sleeping = sleep_handlers(ctx.engine, sleep_mode)
         routes += [
             Route("/sleep", {"POST": to_sleep}),
             Route("/wake_up", {"POST": wake_up}),

@@ -95,7 +95,9 @@ def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
         background.append(driver.run)
         on_fake = driver.update
     control = RuntimeControl(cfg, engine, failures, images, on_fake)
-    routes = build_routes(ctx, metrics.registry, readiness, control, cfg.vllm_dev_mode)
+    routes = build_routes(
+        ctx, metrics.registry, readiness, control, cfg.vllm_dev_mode, cfg.enable_sleep_mode
+    )
     app = App(routes, cfg.max_request_body_size_mb * MB)
     return Instance(cfg, port, app, engine, readiness, control, background)
 
