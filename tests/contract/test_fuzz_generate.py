@@ -4,40 +4,21 @@ for a 4xx, and the server keeps answering afterwards."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.errors import assert_openai_error
+from tests.support.fixtures import http_fixture, server_fixture
+from tests.support.fuzz import fuzz_settings, json_scalars, json_trees
 from tests.support.native import GENERATE, LOAD, UNLOAD, gen_body
-from tests.support.server import SimServer
 
-FUZZ = settings(
-    max_examples=150,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+FUZZ = fuzz_settings(150)
 
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.sampled_from([0, 1, -1, 2**32 - 1, 2**32, 2**63, 2**64])
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=10)
-)
-json_values = st.recursive(
-    scalars,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
-    ),
-    max_leaves=12,
-)
+scalars = json_scalars(10, st.sampled_from([0, 1, -1, 2**32 - 1, 2**32, 2**63, 2**64]))
+json_values = json_trees(scalars)
 
 GENERATE_KEYS = [
     "token_ids",
@@ -82,13 +63,8 @@ lora_bodies = st.fixed_dictionaries(
 )
 
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[httpx.Client]:
-    with (
-        SimServer(["--max-num-seqs", "16", "--max-loras", "2"]) as sim,
-        httpx.Client(base_url=sim.url, timeout=30) as http,
-    ):
-        yield http
+_fuzzed = server_fixture(["--max-num-seqs", "16", "--max-loras", "2"])
+client = http_fixture("_fuzzed")
 
 
 def check(response: httpx.Response) -> None:

@@ -9,10 +9,11 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.errors import assert_openai_error
+from tests.support.fuzz import fuzz_settings, json_scalars, json_trees
 from tests.support.http import (
     CHAT,
     COMPLETIONS,
@@ -23,27 +24,10 @@ from tests.support.http import (
 )
 from tests.support.server import SimServer
 
-FUZZ = settings(
-    max_examples=120,
-    deadline=None,
-    database=None,  # keep the repository free of .hypothesis/
-    suppress_health_check=[HealthCheck.too_slow],
-)
+FUZZ = fuzz_settings(120)
 
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=12)
-)
-json_values = st.recursive(
-    scalars,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
-    ),
-    max_leaves=12,
-)
+scalars = json_scalars(12)
+json_values = json_trees(scalars)
 
 
 def _is_int(value: object) -> bool:

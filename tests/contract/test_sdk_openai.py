@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import cast
 
 import openai
 import pytest
 
+from tests.support.fixtures import openai_fixture
 from tests.support.http import ascii_tokens, is_bank_text
 from tests.support.server import SimServer
 
@@ -17,16 +17,10 @@ MESSAGES: list[openai.types.chat.ChatCompletionMessageParam] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def client(sim: SimServer) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=sim.openai_url, api_key="none", max_retries=0) as sdk:
-        yield sdk
+client = openai_fixture("sim")
 
 
-@pytest.fixture(scope="module")
-def echo(echo_sim: SimServer) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=echo_sim.openai_url, api_key="none", max_retries=0) as sdk:
-        yield sdk
+echo = openai_fixture("echo_sim")
 
 
 def test_chat_create(client: openai.OpenAI, sim: SimServer) -> None:

@@ -7,11 +7,13 @@ import contextlib
 import json
 import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from tests.support.http import token_times
 from tests.support.server import SimServer
 
 QUEUE_FULL = "Failed to enqueue request, waiting requests queue is full"
@@ -103,16 +105,7 @@ class Outcome:
     @property
     def token_times(self) -> list[float]:
         """Arrival times of events that carry generated text."""
-        times = []
-        for t, event in self.events:
-            for choice in event.get("choices", []):
-                text = choice.get("text")
-                if text is None:
-                    text = (choice.get("delta") or {}).get("content")
-                if text:
-                    times.append(t)
-                    break
-        return times
+        return token_times(self.events, per_choice=False)
 
 
 async def post(
@@ -156,3 +149,8 @@ async def hang_up(writer: asyncio.StreamWriter) -> None:
     writer.close()
     with contextlib.suppress(OSError):
         await writer.wait_closed()
+
+
+def run(test: Callable[[], Awaitable[None]]) -> None:
+    """Runs an async test body with a 40 s ceiling."""
+    asyncio.run(asyncio.wait_for(test(), timeout=40))

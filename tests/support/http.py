@@ -74,6 +74,14 @@ def post(client: httpx.Client, path: str, body: Any, **kwargs: Any) -> httpx.Res
     return client.post(path, content=content, **kwargs)
 
 
+def json_ok(response: httpx.Response) -> dict[str, Any]:
+    """The JSON body of an answer that must be a 200 in application/json."""
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body: dict[str, Any] = response.json()
+    return body
+
+
 def chat_body(content: str = "Hello", **extra: Any) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": content}], **extra}
 
@@ -120,3 +128,19 @@ def usage(prompt: int, completion: int) -> dict[str, Any]:
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": 0},
     }
+
+
+def token_times(events: list[tuple[float, dict[str, Any]]], *, per_choice: bool) -> list[float]:
+    """Arrival times of the (time, chunk) SSE events that carry generated text: one per event,
+    or with `per_choice` one per choice that carries text."""
+    times = []
+    for at, event in events:
+        for choice in event.get("choices", []):
+            text = choice.get("text")
+            if text is None:
+                text = (choice.get("delta") or {}).get("content")
+            if text:
+                times.append(at)
+                if not per_choice:
+                    break
+    return times

@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.http import token_times
+
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 PARSE_PREFIX = "Failed to read and parse request body, "
@@ -157,15 +159,7 @@ class Timed:
 
     @property
     def token_times(self) -> list[float]:
-        times = []
-        for t, event in self.events:
-            for choice in event.get("choices", []):
-                text = choice.get("text")
-                if text is None:
-                    text = (choice.get("delta") or {}).get("content")
-                if text:
-                    times.append(t)
-        return times
+        return token_times(self.events, per_choice=True)
 
     @property
     def usage(self) -> dict[str, Any]:

@@ -23,6 +23,18 @@ LOAD = "/v1/load_lora_adapter"
 UNLOAD = "/v1/unload_lora_adapter"
 POD_IP = "10.11.12.13"
 MODEL = "test-model"  # SimServer's default --model
+# The kv_transfer_params of a P/D prefill answer.
+TRANSFER_KEYS = frozenset(
+    {
+        "do_remote_decode",
+        "do_remote_prefill",
+        "remote_engine_id",
+        "remote_block_ids",
+        "remote_host",
+        "remote_port",
+        "tp_size",
+    }
+)
 
 
 def gen_body(

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.support.errors import assert_openai_error
+from tests.support.fixtures import server_fixture
 from tests.support.metrics import (
     COMPLETIONS,
     FAKE_PREFIX,
@@ -29,10 +30,7 @@ from tests.support.server import SimServer
 BASE_TTFT = "20ms"
 
 
-@pytest.fixture(scope="module")
-def admin() -> Iterator[SimServer]:
-    with SimServer(["--time-to-first-token", BASE_TTFT, "--max-num-seqs", "8"]) as sim:
-        yield sim
+admin = server_fixture(["--time-to-first-token", BASE_TTFT, "--max-num-seqs", "8"])
 
 
 @pytest.fixture
@@ -240,10 +238,7 @@ def test_deprecated_fake_endpoint_on_a_real_server_is_500(client: httpx.Client) 
     assert scrape(client).value(RUNNING) == 0
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[SimServer]:
-    with SimServer(["--fake-metrics", json.dumps({"running-requests": 3})]) as sim:
-        yield sim
+fake = server_fixture(["--fake-metrics", json.dumps({"running-requests": 3})])
 
 
 def wait_for_value(client: httpx.Client, name: str, value: float) -> Metrics:

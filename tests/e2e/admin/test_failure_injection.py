@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from tests.support.errors import assert_openai_error
+from tests.support.fixtures import server_fixture
 from tests.support.metrics import (
     CHAT,
     COMPLETIONS,
@@ -217,10 +218,7 @@ def test_rate_30_fails_about_30_percent() -> None:
         assert metrics.value(E2E + "_count") == statuses[200]
 
 
-@pytest.fixture(scope="module")
-def switchable() -> Iterator[SimServer]:
-    with SimServer(["--served-model-name", ALIAS]) as sim:
-        yield sim
+switchable = server_fixture(["--served-model-name", ALIAS])
 
 
 def _post_config(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:

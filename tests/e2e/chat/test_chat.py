@@ -15,6 +15,7 @@ from tests.support.http import (
     ascii_tokens,
     chat_body,
     is_bank_text,
+    json_ok,
     post,
     usage,
 )
@@ -22,11 +23,7 @@ from tests.support.server import SimServer
 
 
 def _chat(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
-    response = post(client, CHAT, body)
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    reply: dict[str, Any] = response.json()
-    return reply
+    return json_ok(post(client, CHAT, body))
 
 
 def test_envelope(http: httpx.Client, sim: SimServer) -> None:

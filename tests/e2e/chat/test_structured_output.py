@@ -13,12 +13,12 @@ import pytest
 from openai.types.chat import ChatCompletion
 
 from tests.support.errors import assert_openai_error
+from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.http import CHAT, is_bank_text, post
 from tests.support.schemas import (
     CORPUS,
     LONG_CONTEXT,
     assert_validates,
-    http,
     load_schema,
     sdk,
     token_count,
@@ -30,11 +30,8 @@ MESSAGES: Any = user("Fill in the form")
 DRAWS_PER_SCHEMA = 3
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[SimServer]:
-    # Tool validation stays on: the tool whitelist must not apply to response schemas.
-    with SimServer(LONG_CONTEXT) as sim:
-        yield sim
+# Tool validation stays on: the tool whitelist must not apply to response schemas.
+server = server_fixture(LONG_CONTEXT)
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +40,7 @@ def client(server: SimServer) -> Iterator[openai.OpenAI]:
         yield sdk_client
 
 
-@pytest.fixture(scope="module")
-def raw(server: SimServer) -> Iterator[httpx.Client]:
-    with http(server) as http_client:
-        yield http_client
+raw = http_fixture("server")
 
 
 def json_schema_format(schema: dict[str, Any], name: str = "answer") -> Any:

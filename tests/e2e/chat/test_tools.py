@@ -13,6 +13,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionMessageToolCall
 
+from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.http import CHAT, parse_sse, post
 from tests.support.schemas import (
     CORPUS,
@@ -23,7 +24,6 @@ from tests.support.schemas import (
     TOOL_VALIDATION_PREFIX,
     WEATHER,
     assert_validates,
-    http,
     load_schema,
     sdk,
     token_count,
@@ -37,24 +37,15 @@ DRAWS_PER_SCHEMA = 6
 TOOL_CALL_OVERHEAD = 3  # usage tokens per call beyond its argument tokens
 
 
-@pytest.fixture(scope="module")
-def strict() -> Iterator[SimServer]:
-    """Default tool settings: whitelist validation on, extra-call probability 45."""
-    with SimServer(LONG_CONTEXT) as server:
-        yield server
+# Default tool settings: whitelist validation on, extra-call probability 45.
+strict = server_fixture(LONG_CONTEXT)
 
 
-@pytest.fixture(scope="module")
-def lenient() -> Iterator[SimServer]:
-    """For corpus schemas outside the tool whitelist ($ref, anyOf, const, type arrays...)."""
-    with SimServer([*LONG_CONTEXT, "--skip-tool-validation"]) as server:
-        yield server
+# For corpus schemas outside the tool whitelist ($ref, anyOf, const, type arrays...).
+lenient = server_fixture([*LONG_CONTEXT, "--skip-tool-validation"])
 
 
-@pytest.fixture(scope="module")
-def no_extra() -> Iterator[SimServer]:
-    with SimServer(["--tool-call-extra-call-probability", "0"]) as server:
-        yield server
+no_extra = server_fixture(["--tool-call-extra-call-probability", "0"])
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +60,7 @@ def lenient_sdk(lenient: SimServer) -> Iterator[openai.OpenAI]:
         yield client
 
 
-@pytest.fixture(scope="module")
-def strict_http(strict: SimServer) -> Iterator[httpx.Client]:
-    with http(strict) as client:
-        yield client
+strict_http = http_fixture("strict")
 
 
 def create(client: openai.OpenAI, **kwargs: Any) -> ChatCompletion:

@@ -14,6 +14,7 @@ from tests.support.http import (
     UUID_RE,
     ascii_tokens,
     is_bank_text,
+    json_ok,
     post,
     usage,
 )
@@ -21,11 +22,7 @@ from tests.support.server import SimServer
 
 
 def _complete(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
-    response = post(client, COMPLETIONS, body)
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    reply: dict[str, Any] = response.json()
-    return reply
+    return json_ok(post(client, COMPLETIONS, body))
 
 
 def test_envelope(http: httpx.Client, sim: SimServer) -> None:

@@ -5,16 +5,18 @@ from __future__ import annotations
 import base64
 import math
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import openai
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, given
 from hypothesis import strategies as st
 
 from tests.support.errors import assert_openai_error
+from tests.support.fixtures import http_fixture, openai_fixture, server_fixture
+from tests.support.fuzz import fuzz_settings, json_scalars
+from tests.support.http import json_ok
 from tests.support.server import SimServer
 from vllm_sim.api.embeddings import (
     EMPTY_STRING,
@@ -29,39 +31,23 @@ HELLO_WORLD_IDS = [3801292497, 933488787]
 PARSE_PREFIX = "Failed to read and parse request body, "
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[SimServer]:
-    with SimServer() as sim:
-        yield sim
+server = server_fixture()
 
 
-@pytest.fixture(scope="module")
-def http(server: SimServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30) as client:
-        yield client
+http = http_fixture("server")
 
 
-@pytest.fixture(scope="module")
-def custom() -> Iterator[SimServer]:
-    """Aliases, a small default size, request-id and pod headers, another seed."""
-    args = ["--served-model-name", "alias-a", "alias-b", "--default-embedding-dimensions", "8"]
-    args += ["--enable-request-id-headers", "--seed", "7"]
-    with SimServer(args, env={"POD_NAME": "pod-1", "POD_NAMESPACE": "ns-1"}) as sim:
-        yield sim
+# Aliases, a small default size, request-id and pod headers, another seed.
+_CUSTOM_ARGS = ["--served-model-name", "alias-a", "alias-b", "--default-embedding-dimensions", "8"]
+_CUSTOM_ARGS += ["--enable-request-id-headers", "--seed", "7"]
+custom = server_fixture(_CUSTOM_ARGS, env={"POD_NAME": "pod-1", "POD_NAMESPACE": "ns-1"})
 
 
-@pytest.fixture(scope="module")
-def sdk(server: SimServer) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=server.openai_url, api_key="none", max_retries=0) as client:
-        yield client
+sdk = openai_fixture("server")
 
 
 def embed(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
-    response = client.post(PATH, json=body)
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    answer: dict[str, Any] = response.json()
-    return answer
+    return json_ok(client.post(PATH, json=body))
 
 
 def expected(ids: list[int], size: int) -> list[float]:
@@ -341,19 +327,8 @@ def test_unknown_fields_are_ignored(http: httpx.Client) -> None:
 
 # --- fuzz -------------------------------------------------------------------------------------
 
-FUZZ = settings(
-    max_examples=150,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=8)
-)
+FUZZ = fuzz_settings(150, HealthCheck.function_scoped_fixture)
+scalars = json_scalars(8)
 values: st.SearchStrategy[Any] = st.recursive(
     scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner)
 )

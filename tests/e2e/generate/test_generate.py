@@ -3,16 +3,16 @@ its validation errors, P/D prefill answers, encoder-only EC params and echo mode
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.support.errors import assert_openai_error
+from tests.support.fixtures import http_fixture, server_fixture
+from tests.support.http import json_ok
 from tests.support.metrics import PROMPT_TOTAL, scrape
-from tests.support.native import GENERATE, MODEL, gen_body, stream_post
-from tests.support.server import SimServer
+from tests.support.native import GENERATE, MODEL, TRANSFER_KEYS, gen_body, stream_post
 
 EC_ENTRY = {
     "peer_host": "DUMMY",
@@ -20,41 +20,18 @@ EC_ENTRY = {
     "size_bytes": 2359296,
     "nixl_agent_metadata_b64": "TklYTF9NRVRBREFUQV9QTEFDRUhPTERFUg==",
 }
-TRANSFER_KEYS = {
-    "do_remote_decode",
-    "do_remote_prefill",
-    "remote_engine_id",
-    "remote_block_ids",
-    "remote_host",
-    "remote_port",
-    "tp_size",
-}
 
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[httpx.Client]:
-    with (
-        SimServer(["--max-num-seqs", "16"]) as sim,
-        httpx.Client(base_url=sim.url, timeout=30) as http,
-    ):
-        yield http
+_generating = server_fixture(["--max-num-seqs", "16"])
+client = http_fixture("_generating")
 
 
-@pytest.fixture(scope="module")
-def echo() -> Iterator[httpx.Client]:
-    with (
-        SimServer(["--mode", "echo", "--max-model-len", "64"]) as sim,
-        httpx.Client(base_url=sim.url, timeout=30) as http,
-    ):
-        yield http
+_echoing = server_fixture(["--mode", "echo", "--max-model-len", "64"])
+echo = http_fixture("_echoing")
 
 
 def generate(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
-    answer = client.post(GENERATE, json=body)
-    assert answer.status_code == 200, answer.text
-    assert answer.headers["content-type"].startswith("application/json")
-    result: dict[str, Any] = answer.json()
-    return result
+    return json_ok(client.post(GENERATE, json=body))
 
 
 def only_choice(answer: dict[str, Any]) -> dict[str, Any]:
@@ -360,13 +337,8 @@ def test_remote_prefill_decodes_normally(client: httpx.Client) -> None:
 # --- encoder-only and echo ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def encoder() -> Iterator[httpx.Client]:
-    with (
-        SimServer(["--mm-encoder-only"]) as sim,
-        httpx.Client(base_url=sim.url, timeout=30) as http,
-    ):
-        yield http
+_encoder_only = server_fixture(["--mm-encoder-only"])
+encoder = http_fixture("_encoder_only")
 
 
 def test_encoder_only_keys_ec_params_by_every_hash(encoder: httpx.Client) -> None:

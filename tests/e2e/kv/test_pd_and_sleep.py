@@ -24,17 +24,8 @@ from tests.support.kv import (
     kv_server,
     stream,
 )
+from tests.support.native import TRANSFER_KEYS
 from tests.support.server import SimServer
-
-TRANSFER_KEYS = [
-    "do_remote_decode",
-    "do_remote_prefill",
-    "remote_engine_id",
-    "remote_block_ids",
-    "remote_host",
-    "remote_port",
-    "tp_size",
-]
 
 
 def _timed(client: httpx.Client, path: str, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:

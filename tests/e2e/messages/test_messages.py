@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any, cast
 
 import anthropic
@@ -19,6 +18,7 @@ from anthropic.types import (
     ToolUseBlock,
 )
 
+from tests.support.fixtures import anthropic_fixture
 from tests.support.http import ascii_tokens, is_bank_text
 from tests.support.named_sse import (
     A_PING_TOOL,
@@ -53,28 +53,10 @@ TEXT_STREAM = [
 ]
 
 
-@pytest.fixture(scope="module")
-def client(sim: SimServer) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(base_url=sim.url, api_key="none", max_retries=0) as sdk:
-        yield sdk
+client = anthropic_fixture("sim")
 
 
-@pytest.fixture(scope="module")
-def echo(echo_sim: SimServer) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(base_url=echo_sim.url, api_key="none", max_retries=0) as sdk:
-        yield sdk
-
-
-@pytest.fixture(scope="module")
-def http(sim: SimServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=sim.url, timeout=30) as raw:
-        yield raw
-
-
-@pytest.fixture(scope="module")
-def echo_http(echo_sim: SimServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=echo_sim.url, timeout=30) as raw:
-        yield raw
+echo = anthropic_fixture("echo_sim")
 
 
 def only_text(message: Message) -> str:

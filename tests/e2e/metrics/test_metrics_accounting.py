@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.support.errors import assert_openai_error
+from tests.support.fixtures import server_fixture
 from tests.support.metrics import (
     CHAT,
     COMPLETIONS,
@@ -375,16 +376,13 @@ def test_promtool_after_traffic(scenario: Scenario) -> None:
 # ----------------------------------------------------------------- with std-dev
 
 
-@pytest.fixture(scope="module")
-def jittery() -> Iterator[SimServer]:
-    args = [
-        "--time-to-first-token", "50ms",
-        "--time-to-first-token-std-dev", "15ms",
-        "--inter-token-latency", "10ms",
-        "--inter-token-latency-std-dev", "3ms",
-    ]  # fmt: skip
-    with SimServer(args) as sim:
-        yield sim
+_JITTERY_ARGS = [
+    "--time-to-first-token", "50ms",
+    "--time-to-first-token-std-dev", "15ms",
+    "--inter-token-latency", "10ms",
+    "--inter-token-latency-std-dev", "3ms",
+]  # fmt: skip
+jittery = server_fixture(_JITTERY_ARGS)
 
 
 @pytest.mark.timing
@@ -412,11 +410,7 @@ def test_std_dev_observations_stay_within_the_clamp(jittery: SimServer) -> None:
 # ----------------------------------------------------------------- early disconnects
 
 
-@pytest.fixture(scope="module")
-def slow() -> Iterator[SimServer]:
-    args = ["--max-num-seqs", "1", "--time-to-first-token", "800ms"]
-    with SimServer(args) as sim:
-        yield sim
+slow = server_fixture(["--max-num-seqs", "1", "--time-to-first-token", "800ms"])
 
 
 def test_disconnects_before_the_first_token(slow: SimServer) -> None:
@@ -486,11 +480,9 @@ def test_disconnects_before_the_first_token(slow: SimServer) -> None:
 # ----------------------------------------------------------------- two slots (§9 checklist)
 
 
-@pytest.fixture(scope="module")
-def two_slots() -> Iterator[SimServer]:
-    args = ["--max-num-seqs", "2", "--time-to-first-token", "500ms", "--max-model-len", "64"]
-    with SimServer(args) as sim:
-        yield sim
+two_slots = server_fixture(
+    ["--max-num-seqs", "2", "--time-to-first-token", "500ms", "--max-model-len", "64"]
+)
 
 
 def _deltas(before: Metrics, after: Metrics, *names: str) -> list[float]:

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.support.errors import assert_openai_error
+from tests.support.fixtures import server_fixture
 from tests.support.metrics import LORA_INFO, RUNNING, WAITING, Metrics, scrape
 from tests.support.native import (
     CHAT,
@@ -32,12 +33,17 @@ BOOT = '{"name":"boot","path":"/models/boot"}'
 TTFT = 0.3
 
 
-@pytest.fixture(scope="module")
-def lora_sim() -> Iterator[SimServer]:
-    """Two served names (the first is every adapter's parent) and one start-up adapter."""
-    args = ["--served-model-name", "alias1", "alias2", "--lora-modules", BOOT, "--max-loras", "2"]
-    with SimServer(args) as server:
-        yield server
+# Two served names (the first is every adapter's parent) and one start-up adapter.
+_LORA_SIM_ARGS = [
+    "--served-model-name",
+    "alias1",
+    "alias2",
+    "--lora-modules",
+    BOOT,
+    "--max-loras",
+    "2",
+]
+lora_sim = server_fixture(_LORA_SIM_ARGS)
 
 
 @pytest.fixture(scope="module")

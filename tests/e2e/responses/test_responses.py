@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any, cast
 
 import httpx
@@ -19,6 +18,7 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_create_params import ToolChoice
 
+from tests.support.fixtures import openai_fixture
 from tests.support.http import ascii_tokens, is_bank_text, logprob
 from tests.support.named_sse import (
     CALL_ID,
@@ -46,22 +46,10 @@ TWO_TOOLS = cast("list[ToolParam]", [WEATHER_TOOL, TIME_TOOL])
 PROMPT = "What is the weather in Paris?"
 
 
-@pytest.fixture(scope="module")
-def client(sim: SimServer) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=sim.openai_url, api_key="none", max_retries=0) as sdk:
-        yield sdk
+client = openai_fixture("sim")
 
 
-@pytest.fixture(scope="module")
-def echo(echo_sim: SimServer) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=echo_sim.openai_url, api_key="none", max_retries=0) as sdk:
-        yield sdk
-
-
-@pytest.fixture(scope="module")
-def http(sim: SimServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=sim.url, timeout=30) as raw:
-        yield raw
+echo = openai_fixture("echo_sim")
 
 
 def only_message(response: openai.types.responses.Response) -> ResponseOutputMessage:

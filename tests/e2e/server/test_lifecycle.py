@@ -6,7 +6,6 @@ import asyncio
 import signal
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
 
 import httpx
 import pytest
@@ -16,15 +15,11 @@ from tests.support.async_http import (
     chat_body,
     completion_body,
     post,
+    run,
     wait_for_gauges,
 )
 from tests.support.errors import assert_openai_error
 from tests.support.server import SimServer, run_cli
-
-
-def run(test: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(test(), timeout=40))
-
 
 # ----------------------------------------------------------------- content
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator
 
 import httpx
 import pytest
@@ -18,46 +17,30 @@ from tests.support.async_http import (
     hang_up,
     post,
     raw_post,
+    run,
     wait_for_gauges,
 )
 from tests.support.errors import assert_openai_error
+from tests.support.fixtures import server_fixture
 from tests.support.server import SimServer
 
-
-def run(test: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(test(), timeout=40))
-
-
-@pytest.fixture(scope="module")
-def one_slot() -> Iterator[SimServer]:
-    args = ["--max-num-seqs", "1", "--max-waiting-queue-length", "1"]
-    with SimServer([*args, "--time-to-first-token", "1s"]) as server:
-        yield server
+one_slot = server_fixture(
+    ["--max-num-seqs", "1", "--max-waiting-queue-length", "1", "--time-to-first-token", "1s"]
+)
 
 
-@pytest.fixture(scope="module")
-def no_queue() -> Iterator[SimServer]:
-    args = ["--max-num-seqs", "1", "--max-waiting-queue-length", "0"]
-    with SimServer([*args, "--time-to-first-token", "1s"]) as server:
-        yield server
+no_queue = server_fixture(
+    ["--max-num-seqs", "1", "--max-waiting-queue-length", "0", "--time-to-first-token", "1s"]
+)
 
 
-@pytest.fixture(scope="module")
-def three_slots() -> Iterator[SimServer]:
-    with SimServer(["--max-num-seqs", "3", "--time-to-first-token", "1s"]) as server:
-        yield server
+three_slots = server_fixture(["--max-num-seqs", "3", "--time-to-first-token", "1s"])
 
 
-@pytest.fixture(scope="module")
-def decoding() -> Iterator[SimServer]:
-    with SimServer(["--max-num-seqs", "1", "--inter-token-latency", "100ms"]) as server:
-        yield server
+decoding = server_fixture(["--max-num-seqs", "1", "--inter-token-latency", "100ms"])
 
 
-@pytest.fixture(scope="module")
-def slow_slot() -> Iterator[SimServer]:
-    with SimServer(["--max-num-seqs", "1", "--time-to-first-token", "2s"]) as server:
-        yield server
+slow_slot = server_fixture(["--max-num-seqs", "1", "--time-to-first-token", "2s"])
 
 
 # ----------------------------------------------------------------- queue full

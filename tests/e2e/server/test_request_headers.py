@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.support.errors import assert_openai_error
+from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.http import (
     CHAT,
     COMPLETIONS,
@@ -26,16 +26,10 @@ NO_POD_ENV = {"POD_NAME": "", "POD_NAMESPACE": ""}
 POD_HEADERS = ("x-inference-pod", "x-inference-port", "x-inference-namespace")
 
 
-@pytest.fixture(scope="module")
-def tagged() -> Iterator[SimServer]:
-    with SimServer(["--enable-request-id-headers"], env=POD_ENV) as sim:
-        yield sim
+tagged = server_fixture(["--enable-request-id-headers"], env=POD_ENV)
 
 
-@pytest.fixture(scope="module")
-def client(tagged: SimServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=tagged.url, timeout=30) as http:
-        yield http
+client = http_fixture("tagged")
 
 
 def _request(path: str, stream: bool) -> dict[str, Any]:

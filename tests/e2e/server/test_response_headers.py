@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.support.errors import assert_openai_error
+from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.metrics import (
     CHAT,
     COMPLETIONS,
@@ -33,17 +33,13 @@ POD_ENV = {"POD_NAME": "pod-7", "POD_NAMESPACE": "ns-7"}
 QUEUE_FULL = "Failed to enqueue request, waiting requests queue is full"
 
 
-@pytest.fixture(scope="module")
-def tagged() -> Iterator[SimServer]:
-    args = ["--enable-request-id-headers", "--max-num-seqs", "1", "--max-waiting-queue-length", "0"]
-    with SimServer(args, env=POD_ENV) as sim:
-        yield sim
+tagged = server_fixture(
+    ["--enable-request-id-headers", "--max-num-seqs", "1", "--max-waiting-queue-length", "0"],
+    env=POD_ENV,
+)
 
 
-@pytest.fixture
-def client(tagged: SimServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=tagged.url, timeout=30) as http:
-        yield http
+client = http_fixture("tagged", scope="function")
 
 
 def assert_tagged(response: httpx.Response | httpx.Headers, sim: SimServer, rid: str | None) -> str:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.fixtures import server_fixture
 from tests.support.http import (
     CHAT,
     COMPLETIONS,
@@ -112,10 +112,7 @@ def test_ready_is_503_during_startup_duration() -> None:
 # ---------------------------------------------------------------------- timing
 
 
-@pytest.fixture(scope="module")
-def slow() -> Iterator[SimServer]:
-    with SimServer(["--time-to-first-token", f"{TTFT}s", "--max-num-seqs", "8"]) as sim:
-        yield sim
+slow = server_fixture(["--time-to-first-token", f"{TTFT}s", "--max-num-seqs", "8"])
 
 
 def _timed_stream(sim: SimServer) -> dict[str, Any]:

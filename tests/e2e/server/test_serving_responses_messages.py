@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -14,6 +13,7 @@ import pytest
 from anthropic.types import MessageParam
 
 from tests.support.errors import assert_anthropic_error, assert_openai_error
+from tests.support.fixtures import server_fixture
 from tests.support.metrics import (
     GENERATION_TOTAL,
     PROMPT_TOTAL,
@@ -59,12 +59,7 @@ def clients(sim: SimServer) -> tuple[openai.OpenAI, anthropic.Anthropic]:
 
 
 # ------------------------------------------------------------------------ latency
-@pytest.fixture(scope="module")
-def slow() -> Iterator[SimServer]:
-    with SimServer(
-        ["--time-to-first-token", f"{int(TTFT * 1000)}ms", "--max-num-seqs", "8"]
-    ) as sim:
-        yield sim
+slow = server_fixture(["--time-to-first-token", f"{int(TTFT * 1000)}ms", "--max-num-seqs", "8"])
 
 
 @pytest.mark.timing
@@ -99,18 +94,15 @@ def test_time_to_first_token_through_the_sdks(slow: SimServer) -> None:
 
 
 # ------------------------------------------------------------------------ queueing
-@pytest.fixture(scope="module")
-def single() -> Iterator[SimServer]:
-    args = [
-        "--max-num-seqs",
-        "1",
-        "--max-waiting-queue-length",
-        "0",
-        "--inter-token-latency",
-        "60ms",
-    ]
-    with SimServer(args) as sim:
-        yield sim
+_SINGLE_ARGS = [
+    "--max-num-seqs",
+    "1",
+    "--max-waiting-queue-length",
+    "0",
+    "--inter-token-latency",
+    "60ms",
+]
+single = server_fixture(_SINGLE_ARGS)
 
 
 LONG = {RESPONSES: {"max_output_tokens": 8}, MESSAGES: {"max_tokens": 8}}
@@ -144,10 +136,7 @@ def test_queue_full_is_429_in_the_api_shape(single: SimServer, path: str) -> Non
 
 
 # ------------------------------------------------------------------------ metrics
-@pytest.fixture(scope="module")
-def metered() -> Iterator[SimServer]:
-    with SimServer(["--max-num-seqs", "8", "--enable-request-id-headers"]) as sim:
-        yield sim
+metered = server_fixture(["--max-num-seqs", "8", "--enable-request-id-headers"])
 
 
 def test_metrics_count_both_apis(metered: SimServer) -> None:
@@ -215,11 +204,7 @@ def test_request_id_header(metered: SimServer, path: str) -> None:
 
 
 # ------------------------------------------------------------------------ failures
-@pytest.fixture(scope="module")
-def failing() -> Iterator[SimServer]:
-    args = ["--failure-injection-rate", "100", "--failure-types", "rate_limit"]
-    with SimServer(args) as sim:
-        yield sim
+failing = server_fixture(["--failure-injection-rate", "100", "--failure-types", "rate_limit"])
 
 
 RATE_LIMITED = (

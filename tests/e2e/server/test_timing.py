@@ -7,22 +7,19 @@ never releases a token before its deadline.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.support.async_http import Outcome, chat_body, completion_body, post
+from tests.support.async_http import Outcome, chat_body, completion_body, post, run
+from tests.support.fixtures import server_fixture
 from tests.support.server import SimServer
 
 TOKENS = 10
 pytestmark = pytest.mark.timing  # every test here asserts wall-clock latency windows
 
 SLACK = 0.005  # the engine may release a token up to 0.5 ms early
-
-
-def run(test: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(test(), timeout=40))
 
 
 def start_all(*arg_lists: list[str]) -> list[SimServer]:
@@ -37,20 +34,20 @@ def start_all(*arg_lists: list[str]) -> list[SimServer]:
     return servers
 
 
-@pytest.fixture(scope="module")
-def paced() -> Iterator[SimServer]:
-    """TTFT 100 ms, ITL 50 ms, no load factor."""
-    args = ["--max-num-seqs", "8", "--time-to-first-token", "100ms"]
-    with SimServer([*args, "--inter-token-latency", "50ms"]) as server:
-        yield server
+# TTFT 100 ms, ITL 50 ms, no load factor.
+paced = server_fixture(
+    ["--max-num-seqs", "8", "--time-to-first-token", "100ms", "--inter-token-latency", "50ms"]
+)
 
 
-@pytest.fixture(scope="module")
-def loaded() -> Iterator[SimServer]:
-    """As `paced`, but 2 slots and time-factor-under-load 3."""
-    args = ["--max-num-seqs", "2", "--time-to-first-token", "100ms", "--inter-token-latency"]
-    with SimServer([*args, "50ms", "--time-factor-under-load", "3"]) as server:
-        yield server
+# As `paced`, but 2 slots and time-factor-under-load 3.
+_LOADED = [
+    "--max-num-seqs", "2",
+    "--time-to-first-token", "100ms",
+    "--inter-token-latency", "50ms",
+    "--time-factor-under-load", "3",
+]  # fmt: skip
+loaded = server_fixture(_LOADED)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import shutil
 import socket
 import ssl
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -14,6 +13,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from tests.support.fixtures import server_fixture
 from tests.support.server import SimServer, run_cli
 from vllm_sim.server.tls import SELF_SIGNED_ORGANIZATION, write_self_signed_pair
 
@@ -44,10 +44,7 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return first, second
 
 
-@pytest.fixture(scope="module")
-def self_signed() -> Iterator[SimServer]:
-    with SimServer(["--self-signed-certs"], https=True) as server:
-        yield server
+self_signed = server_fixture(["--self-signed-certs"], https=True)
 
 
 def test_self_signed_serves_https_with_verification_off(self_signed: SimServer) -> None:
