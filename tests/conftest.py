@@ -1,23 +1,13 @@
-"""Shared fixtures: a running simulator with default settings."""
+"""Root conftest: the shared fixtures of tests.support, Hypothesis caches out of the repo."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import tempfile
+from pathlib import Path
 
-import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 
-from tests.simserver import SimServer
+# Hypothesis caches (unicode tables, constants) go to the temp dir, not the repository root.
+set_hypothesis_home_dir(str(Path(tempfile.gettempdir()) / "vllm-sim-hypothesis"))
 
-
-@pytest.fixture(scope="session")
-def sim() -> Iterator[SimServer]:
-    """One simulator for tests that only read its defaults (random mode, no latency)."""
-    with SimServer(["--max-num-seqs", "64"]) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def echo_sim() -> Iterator[SimServer]:
-    """One simulator in echo mode, for tests that check content."""
-    with SimServer(["--mode", "echo", "--max-num-seqs", "64"]) as server:
-        yield server
+pytest_plugins = ("tests.support.fixtures",)

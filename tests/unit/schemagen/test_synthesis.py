@@ -23,7 +23,7 @@ from vllm_sim.schemagen import WORDS, SynthesisError, SynthesisSettings, argumen
 jsonschema: Any = importlib.import_module("jsonschema")
 
 # The corpus is shared with the chat feature tests.
-SCHEMAS = Path(__file__).parents[2] / "engine" / "schemas"
+SCHEMAS = Path(__file__).parents[2] / "support" / "schemas_corpus"
 CORPUS = sorted(SCHEMAS.glob("*.json"))
 DEFAULT = SynthesisSettings()
 ALL_OPTIONAL = SynthesisSettings(optional_param_probability=100, optional_field_probability=100)

@@ -1,0 +1,120 @@
+"""The one check of each error envelope the simulator answers with.
+
+OpenAI shape (every endpoint but /v1/messages): `{"error": {message, type, param, code}}`.
+Anthropic shape (/v1/messages): `{"type": "error", "error": {type, message}}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+# The OpenAI error type of each status the SDK maps to its own exception.
+ERROR_TYPES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    403: "PermissionDeniedError",
+    404: "NotFoundError",
+    422: "UnprocessableEntityError",
+    429: "RateLimitError",
+}
+
+# Real Anthropic error types by status (the SDK picks its exception from the status).
+ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+UNSET: Any = object()  # "do not check this field"
+
+
+class Answer(Protocol):
+    """What the checks read of an answer: an httpx.Response, or a recorded async Outcome."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def text(self) -> str: ...
+
+    def json(self) -> Any: ...
+
+
+def assert_openai_error(
+    response: Answer,
+    status: int | None = None,
+    message: str | None = None,
+    *,
+    error_type: str | None = None,
+    param: object = UNSET,
+    prefix: str | None = None,
+    contains: str | None = None,
+) -> dict[str, Any]:
+    """Checks the OpenAI error envelope {"error": {message, type, param, code}}; returns `error`.
+
+    `status=None` accepts any 4xx. The type is `error_type` when given, else the one the
+    status implies (ERROR_TYPES, InternalServerError for 5xx). `param` is checked when given.
+    """
+    if status is None:
+        assert 400 <= response.status_code < 500, (response.status_code, response.text[:500])
+        status = response.status_code
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error: dict[str, Any] = body["error"]
+    assert set(error) == {"message", "type", "param", "code"}, error
+    assert isinstance(error["message"], str) and error["message"]
+    assert isinstance(error["type"], str) and error["type"]
+    assert error["code"] == status and type(error["code"]) is int
+    assert error["param"] is None or isinstance(error["param"], str)
+    if error_type is not None:
+        assert error["type"] == error_type, error
+    elif status in ERROR_TYPES:
+        assert error["type"] == ERROR_TYPES[status], error
+    elif status >= 500:
+        assert error["type"] == "InternalServerError", error
+    if message is not None:
+        assert error["message"] == message, error
+    if prefix is not None:
+        assert error["message"].startswith(prefix), error
+    if contains is not None:
+        assert contains in error["message"], error
+    if param is not UNSET:
+        assert error["param"] == param, error
+    return error
+
+
+def assert_anthropic_error(
+    response: Answer,
+    status: int,
+    message: str | None = None,
+    *,
+    contains: str | None = None,
+    error_type: str | None = None,
+) -> dict[str, Any]:
+    """Anthropic's error envelope, exactly: {"type":"error","error":{"type","message"}}."""
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"type", "error"} and body["type"] == "error", body
+    error: dict[str, Any] = body["error"]
+    assert set(error) == {"type", "message"}, error
+    assert isinstance(error["message"], str) and error["message"], error
+    expected = error_type or ANTHROPIC_ERROR_TYPES.get(status)
+    if expected is None:
+        expected = "api_error" if status >= 500 else "invalid_request_error"
+    assert error["type"] == expected, error
+    if message is not None:
+        assert error["message"] == message, error
+    if contains is not None:
+        assert contains in error["message"], error
+    return error

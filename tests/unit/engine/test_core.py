@@ -1,0 +1,439 @@
+"""The engine on its own: admission, the queue, aborts, context length and the token clock.
+
+Each test drives a real `Engine` on a virtual-time event loop with small settings and a
+content source that always produces a fixed number of tokens, so timings are exact and
+take no real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from tests.support.virtual_time import LoopClockScheduler, VirtualTimeLoop, run_virtual, virtual_now
+from vllm_sim.api.errors import http_error
+from vllm_sim.engine.content import ContentSource
+from vllm_sim.engine.core import QUEUE_FULL, Engine, EngineLimits
+from vllm_sim.engine.errors import EngineError, Refusal, RequestAborted
+from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.latency import LatencySettings
+from vllm_sim.engine.request import GenerationRequest, Prompt
+from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
+from vllm_sim.engine.tokenizer import SimulatedTokenizer
+from vllm_sim.errors import RequestError
+
+MS = 1_000_000
+
+
+class FixedContent(ContentSource):
+    """Every sequence says `tokens` tokens and stops."""
+
+    def __init__(self, tokens: int) -> None:
+        super().__init__("random", SimulatedTokenizer(), random.Random(0))
+        self.tokens = tokens
+
+    def generate(self, seq: Sequence, max_model_len: int) -> None:
+        seq.output_ids = list(range(self.tokens))
+        seq.output_pieces = [f"t{i} " for i in range(self.tokens)]
+        seq.finish_reason = FinishReason.LENGTH
+
+
+def make_engine(
+    *,
+    max_num_seqs: int = 1,
+    queue: int = 1000,
+    max_model_len: int = 1024,
+    tokens: int = 1,
+    ttft_ms: int = 0,
+    itl_ms: int = 0,
+    tf: float = 1.0,
+) -> Engine:
+    return Engine(
+        EngineLimits(max_num_seqs, queue, max_model_len),
+        LatencySettings(
+            ttft=ttft_ms * MS,
+            itl=itl_ms * MS,
+            time_factor_under_load=tf,
+            max_num_seqs=max_num_seqs,
+        ),
+        FixedContent(tokens),
+        random.Random(1),
+        scheduler=LoopClockScheduler(),
+    )
+
+
+_ids = iter(range(1_000_000))
+
+
+def request(
+    prompt_tokens: int = 3,
+    n: int = 1,
+    prompts: int = 1,
+    max_tokens: int | None = None,
+) -> GenerationRequest:
+    return GenerationRequest(
+        request_id=f"req-{next(_ids)}",
+        model="m",
+        prompts=[Prompt([7] * prompt_tokens) for _ in range(prompts)],
+        n=n,
+        max_tokens=max_tokens,
+    )
+
+
+def run(test: Callable[[], Awaitable[None]]) -> None:
+    run_virtual(asyncio.wait_for(test(), timeout=20))
+
+
+def refusal(engine: Engine, req: GenerationRequest, kind: Refusal) -> RequestError:
+    """The engine's refusal of `req`, as the API answers it."""
+    with pytest.raises(EngineError) as info:
+        engine.submit(req)
+    assert info.value.refusal is kind
+    return http_error(info.value)
+
+
+def queue_full(engine: Engine, req: GenerationRequest) -> RequestError:
+    return refusal(engine, req, Refusal.QUEUE_FULL)
+
+
+def assert_queue_full(error: RequestError) -> None:
+    assert error.status == 429
+    assert error.message == QUEUE_FULL
+    assert error.message == "Failed to enqueue request, waiting requests queue is full"
+    assert error.error_type == "RateLimitError"
+
+
+def started(stream: RequestStream) -> float:
+    t = stream.sequences[0].t_started
+    assert t is not None
+    return t
+
+
+def finished(stream: RequestStream) -> float:
+    t = stream.sequences[0].t_finished
+    assert t is not None
+    return t
+
+
+# ----------------------------------------------------------------- admission and queue
+
+
+def test_fifo_admission() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=1, ttft_ms=30)
+        streams = [engine.submit(request()) for _ in range(4)]
+        assert engine.num_running == 1 and engine.num_waiting == 3
+        await asyncio.gather(*(s.wait_done() for s in streams))
+        for s in streams:
+            assert s.error is None and s.sequences[0].finished
+        starts = [started(s) for s in streams]
+        ends = [finished(s) for s in streams]
+        assert starts == sorted(starts) and ends == sorted(ends)
+        for prev_end, next_start in zip(ends, starts[1:], strict=False):
+            assert next_start >= prev_end  # one slot: strictly one after the other
+        assert engine.open_requests == 0
+
+    run(body)
+
+
+def test_running_never_exceeds_max_num_seqs() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=2, ttft_ms=20, itl_ms=10, tokens=3)
+        streams = [engine.submit(request()) for _ in range(7)]
+        assert (engine.num_running, engine.num_waiting, engine.open_requests) == (2, 5, 7)
+        seen: list[tuple[int, int]] = []
+        while not all(s.done for s in streams):
+            seen.append((engine.num_running, engine.num_waiting))
+            await asyncio.sleep(0.002)
+        assert max(r for r, _ in seen) == 2
+        assert all(r == 2 for r, w in seen if w > 0)  # no idle slot while someone waits
+        waits = [w for _, w in seen]
+        assert waits == sorted(waits, reverse=True)  # the queue only drains
+        assert (engine.num_running, engine.num_waiting) == (0, 0)
+
+    run(body)
+
+
+def test_queue_full_is_429_and_changes_nothing() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=1, queue=1, ttft_ms=100)
+        a = engine.submit(request())
+        b = engine.submit(request())
+        assert (engine.num_running, engine.num_waiting, engine.open_requests) == (1, 1, 2)
+        assert_queue_full(queue_full(engine, request()))
+        assert (engine.num_running, engine.num_waiting, engine.open_requests) == (1, 1, 2)
+        await a.wait_done()
+        # A finished: B runs, the queue place is free again.
+        assert (engine.num_running, engine.num_waiting) == (1, 0)
+        c = engine.submit(request())
+        assert engine.num_waiting == 1
+        await asyncio.gather(b.wait_done(), c.wait_done())
+        assert b.error is None and c.error is None
+        assert engine.open_requests == 0
+
+    run(body)
+
+
+def test_multi_sequence_request_is_queued_whole_or_refused_whole() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=1, queue=2, ttft_ms=50)
+        a = engine.submit(request())
+        assert_queue_full(queue_full(engine, request(n=3)))
+        assert_queue_full(queue_full(engine, request(prompts=3)))
+        assert (engine.num_running, engine.num_waiting) == (1, 0)  # nothing partly queued
+        b = engine.submit(request(n=2))
+        assert (engine.num_running, engine.num_waiting, engine.open_requests) == (1, 2, 3)
+        assert_queue_full(queue_full(engine, request()))
+        await asyncio.gather(a.wait_done(), b.wait_done())
+        assert b.error is None and len(b.sequences) == 2
+        assert all(s.finished for s in b.sequences)
+
+    run(body)
+
+
+def test_multi_sequence_request_uses_free_slots_then_the_queue() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=2, queue=1, ttft_ms=50)
+        assert_queue_full(queue_full(engine, request(n=4)))  # would need 2 queue places
+        assert (engine.num_running, engine.num_waiting) == (0, 0)  # none of it started
+        a = engine.submit(request(n=3))
+        assert (engine.num_running, engine.num_waiting) == (2, 1)
+        assert_queue_full(queue_full(engine, request()))
+        await a.wait_done()
+        assert a.error is None and all(s.finished for s in a.sequences)
+
+    run(body)
+
+
+def test_zero_queue_length_refuses_when_all_slots_busy() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=1, queue=0, ttft_ms=50)
+        a = engine.submit(request())
+        assert_queue_full(queue_full(engine, request()))
+        assert engine.num_waiting == 0
+        await a.wait_done()
+        b = engine.submit(request())  # a free slot again: accepted
+        assert_queue_full(queue_full(make_engine(max_num_seqs=1, queue=0), request(n=2)))
+        await b.wait_done()
+        assert b.error is None
+
+    run(body)
+
+
+def test_open_requests_counts_queued_and_running() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=1, queue=5, ttft_ms=40)
+        assert engine.open_requests == 0
+        a = engine.submit(request())
+        b = engine.submit(request())
+        assert engine.open_requests == 2
+        c = engine.submit(request(n=3))
+        assert engine.open_requests == 5
+        await a.wait_done()
+        assert engine.open_requests == 4
+        await asyncio.gather(b.wait_done(), c.wait_done())
+        assert engine.open_requests == 0
+
+    run(body)
+
+
+# ----------------------------------------------------------------- abort
+
+
+def test_abort_waiting_request_frees_its_queue_place() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=1, queue=1, ttft_ms=150)
+        a = engine.submit(request())
+        b = engine.submit(request())
+        b.abort()
+        assert (engine.num_running, engine.num_waiting, engine.open_requests) == (1, 0, 1)
+        assert b.done and isinstance(b.error, RequestAborted)
+        assert b.sequences[0].state is SeqState.ABORTED
+        c = engine.submit(request())  # the freed queue place is usable at once
+        assert engine.num_waiting == 1
+        await asyncio.gather(a.wait_done(), c.wait_done())
+        assert a.error is None and c.error is None
+        assert b.sequences[0].t_started is None  # never ran
+        assert engine.open_requests == 0
+
+    run(body)
+
+
+def test_abort_running_request_admits_the_next_at_once() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=1, ttft_ms=5000)
+        a = engine.submit(request())
+        b = engine.submit(request())
+        await asyncio.sleep(0.05)
+        t_abort = virtual_now()
+        a.abort()
+        assert a.done and isinstance(a.error, RequestAborted)
+        assert (engine.num_running, engine.num_waiting) == (1, 0)
+        assert b.sequences[0].state is SeqState.RUNNING
+        assert started(b) == t_abort
+        b.abort()
+        assert (engine.num_running, engine.num_waiting, engine.open_requests) == (0, 0, 0)
+        a.abort()  # idempotent
+        assert engine.open_requests == 0
+
+    run(body)
+
+
+def test_abort_mid_decode_stops_the_token_clock() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=1, itl_ms=20, tokens=50)
+        a = engine.submit(request())
+        await asyncio.sleep(0.1)
+        a.abort()
+        emitted = a.sequences[0].emitted
+        assert 0 < emitted < 50
+        assert engine.num_running == 0
+        await asyncio.sleep(0.1)
+        assert a.sequences[0].emitted == emitted
+        assert engine.open_requests == 0
+
+    run(body)
+
+
+def test_abort_of_multi_sequence_request_frees_every_slot_and_place() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=2, queue=5, ttft_ms=5000)
+        a = engine.submit(request(n=4))
+        assert (engine.num_running, engine.num_waiting) == (2, 2)
+        b = engine.submit(request())
+        a.abort()
+        assert (engine.num_running, engine.num_waiting) == (1, 0)
+        assert b.sequences[0].state is SeqState.RUNNING
+        b.abort()
+        assert engine.open_requests == 0
+
+    run(body)
+
+
+# ----------------------------------------------------------------- context length
+
+
+def context_error(engine: Engine, req: GenerationRequest) -> RequestError:
+    return refusal(engine, req, Refusal.INVALID)
+
+
+def test_context_length_error_is_raised_at_submit() -> None:
+    async def body() -> None:
+        engine = make_engine(max_model_len=20)
+        error = context_error(engine, request(prompt_tokens=15, max_tokens=10))
+        assert error.status == 400
+        assert error.message == (
+            "This model's maximum context length is 20 tokens. However, you requested 25 "
+            "tokens (15 in the messages, 10 in the completion). Please reduce the length of "
+            "the messages or completion"
+        )
+        assert engine.open_requests == 0
+        error = context_error(engine, request(prompt_tokens=20))
+        assert error.message == (
+            "This model's maximum context length is 20 tokens. However, you requested 21 "
+            "tokens (20 in the messages, 1 in the completion). Please reduce the length of "
+            "the messages or completion"
+        )
+        ok = engine.submit(request(prompt_tokens=15, max_tokens=5))  # exactly the limit
+        await ok.wait_done()
+        assert ok.error is None
+
+    run(body)
+
+
+def test_context_length_checked_for_every_prompt_before_anything_runs() -> None:
+    async def body() -> None:
+        engine = make_engine(max_model_len=20, ttft_ms=10)
+        req = request(prompt_tokens=3, prompts=2, max_tokens=5)
+        req.prompts[1] = Prompt([7] * 18)
+        error = context_error(engine, req)
+        assert error.status == 400 and "requested 23 tokens (18 in the messages" in error.message
+        assert (engine.num_running, engine.num_waiting) == (0, 0)
+
+    run(body)
+
+
+def test_context_length_wins_over_a_full_queue() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=1, queue=0, max_model_len=20, ttft_ms=50)
+        a = engine.submit(request())
+        error = context_error(engine, request(prompt_tokens=30))
+        assert error.status == 400
+        a.abort()
+
+    run(body)
+
+
+# ----------------------------------------------------------------- the token clock
+
+
+def test_tokens_are_released_on_schedule() -> None:
+    async def body() -> None:
+        engine = make_engine(ttft_ms=100, itl_ms=20, tokens=10)
+        stream = engine.submit(request())
+        seq = stream.sequences[0]
+        start = started(stream)
+        arrivals: list[tuple[int, float]] = []
+        while not stream.done:
+            await stream.wait()
+            arrivals.append((seq.emitted, virtual_now()))
+            seq.sent = seq.emitted
+        assert seq.ttft == pytest.approx(0.1)
+        assert seq.itl_delays == pytest.approx(9 * 0.02)
+        for emitted, t in arrivals:
+            if emitted:
+                due = start + 0.1 + (emitted - 1) * 0.02
+                assert t == pytest.approx(due, abs=1e-9), f"token {emitted} off schedule"
+        assert seq.t_first_token is not None
+        assert seq.t_first_token - start == pytest.approx(0.1, abs=1e-9)
+        assert finished(stream) - start == pytest.approx(0.28, abs=1e-9)
+
+    run(body)
+
+
+def test_token_deadlines_are_absolute_so_a_stall_does_not_accumulate() -> None:
+    async def body() -> None:
+        engine = make_engine(ttft_ms=100, itl_ms=20, tokens=10)
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualTimeLoop)
+        stream = engine.submit(request())
+        start = started(stream)
+        # Stall the event loop for 80 ms in the middle of decoding.
+        loop.call_later(0.15, loop.advance, 0.08)
+        await stream.wait_done()
+        elapsed = finished(stream) - start
+        # Due at 100 + 9 x 20 = 280 ms; relative sleeps would end at >= 360 ms.
+        assert elapsed == pytest.approx(0.28, abs=1e-9)
+        assert stream.sequences[0].emitted == 10
+
+    run(body)
+
+
+def test_load_factor_set_by_running_count_at_start() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=2, ttft_ms=100, tf=3.0)
+        a = engine.submit(request())
+        b = engine.submit(request())
+        assert a.sequences[0].ttft == pytest.approx(0.1)  # alone: factor 1
+        assert b.sequences[0].ttft == pytest.approx(0.3)  # two of two slots: factor 3
+        await asyncio.gather(a.wait_done(), b.wait_done())
+        assert finished(b) - started(b) == pytest.approx(0.3, abs=1e-9)
+        c = engine.submit(request())
+        assert c.sequences[0].ttft == pytest.approx(0.1)
+        await c.wait_done()
+
+    run(body)
+
+
+def test_instant_without_latency() -> None:
+    async def body() -> None:
+        engine = make_engine(tokens=20)
+        stream = engine.submit(request())
+        await asyncio.wait_for(stream.wait_done(), 0.5)
+        assert stream.sequences[0].emitted == 20 and stream.sequences[0].finished
+        assert engine.open_requests == 0
+
+    run(body)
