@@ -10,6 +10,7 @@ from itertools import pairwise
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.virtual_time import run_virtual
 from vllm_sim.config import Config, apply_admin_update, load_config
 from vllm_sim.config.fake_metrics import FakeGenerator
 from vllm_sim.metrics import catalogue as names
@@ -574,11 +575,14 @@ def test_run_refreshes_on_its_interval() -> None:
     metrics = VllmMetrics(MODEL, 1024)
     gauges = fake_gauges()
     metrics.register(gauges)
-    driver = FakeMetricsDriver(metrics, gauges, cfg.fake_metrics, 1, 0.005, lambda _: None)
+    fake = cfg.fake_metrics
     usage = gauges[2].labels(MODEL)
     assert usage.value == 0
 
     async def scenario() -> None:
+        # On the virtual loop's clock: the ramp advances with virtual time, in no real time.
+        clock = asyncio.get_running_loop().time
+        driver = FakeMetricsDriver(metrics, gauges, fake, 1, 0.005, lambda _: None, clock=clock)
         task = asyncio.create_task(driver.run())
         try:
             for _ in range(200):
@@ -590,5 +594,5 @@ def test_run_refreshes_on_its_interval() -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    asyncio.run(scenario())
+    run_virtual(scenario())
     assert 0 < usage.value < 1

@@ -268,6 +268,7 @@ def test_live_batches_frames_seq_and_payload(map_format: bool) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.timing
 def test_full_batch_is_sent_immediately_partial_waits_for_timer() -> None:
     async def main() -> None:
         async with (
@@ -290,6 +291,7 @@ def test_full_batch_is_sent_immediately_partial_waits_for_timer() -> None:
     asyncio.run(main())
 
 
+@pytest.mark.timing
 def test_partial_batch_flushed_by_timer() -> None:
     async def main() -> None:
         async with zmq_context() as ctx, connected(ctx, batch_size=16) as (sub, pub):
@@ -307,6 +309,7 @@ def test_partial_batch_flushed_by_timer() -> None:
     asyncio.run(main())
 
 
+@pytest.mark.timing
 def test_events_published_before_start_are_sent_by_first_flush() -> None:
     async def main() -> None:
         async with zmq_context() as ctx:
@@ -326,15 +329,14 @@ def test_events_published_before_start_are_sent_by_first_flush() -> None:
     asyncio.run(main())
 
 
-def _publish_many(pub: KvEventPublisher, n: int) -> float:
+def _publish_many(pub: KvEventPublisher, n: int) -> None:
+    """Publishes n events; a publish that blocked would hang here (bench/ measures speed)."""
     event = stored(1)
-    start = time.perf_counter()
     for _ in range(n):
         pub.publish(event)
-    return time.perf_counter() - start
 
 
-def test_no_subscriber_publish_is_fast_and_never_raises() -> None:
+def test_no_subscriber_publish_never_blocks_nor_raises() -> None:
     async def main() -> None:
         with socket.socket() as probe:  # a port nobody listens on
             probe.bind(("127.0.0.1", 0))
@@ -342,8 +344,7 @@ def test_no_subscriber_publish_is_fast_and_never_raises() -> None:
         pub = KvEventPublisher(f"tcp://127.0.0.1:{port}", TOPIC, 16, False, 0)
         await pub.start()
         try:
-            elapsed = _publish_many(pub, 100_000)
-            assert elapsed < 1.0, f"{elapsed:.3f}s for 100k events"
+            _publish_many(pub, 100_000)
             assert pub.sequence == 100_000 // 16
         finally:
             await pub.close()
@@ -351,13 +352,12 @@ def test_no_subscriber_publish_is_fast_and_never_raises() -> None:
     asyncio.run(main())
 
 
-def test_subscriber_that_stops_reading_does_not_slow_publishing() -> None:
+def test_subscriber_that_stops_reading_does_not_block_publishing() -> None:
     async def main() -> None:
         async with zmq_context() as ctx, connected(ctx, rcvhwm=1, batch_size=16) as (_sub, pub):
             pub.publish(stored(0))  # make sure the subscriber really is connected
             pub.publish(stored(0))
-            elapsed = _publish_many(pub, 100_000)
-            assert elapsed < 1.0, f"{elapsed:.3f}s for 100k events"
+            _publish_many(pub, 100_000)
             # the subscriber is alive but got only what fits in its buffers
             assert pub.sequence == 100_002 // 16
 
@@ -567,6 +567,7 @@ def test_malformed_replay_requests_are_ignored() -> None:
     asyncio.run(main())
 
 
+@pytest.mark.timing
 def test_stuck_replay_client_does_not_block_others() -> None:
     async def main() -> None:
         async with zmq_context() as ctx:
@@ -589,8 +590,9 @@ def test_stuck_replay_client_does_not_block_others() -> None:
                 replies = await read_replay(good, timeout=2.0)
                 assert time.monotonic() - start < 2.0
                 assert [r[1] for r in replies] == [seq8(50), SENTINEL[1]]
-                # and live publishing stays fast while the ROUTER is flooded
-                assert _publish_many(pub, 10_000) < 0.5
+                # and live publishing goes on while the ROUTER is flooded
+                _publish_many(pub, 10_000)
+                assert pub.sequence >= 10_000
             finally:
                 stuck.close(linger=0)
                 good.close(linger=0)
