@@ -99,6 +99,10 @@ class VllmMetrics:
         self.prefix_hits = Counter(
             PREFIX_HITS, "Prefix cache hits, in terms of number of cached tokens.", MODEL
         )
+        self._token_histograms(tokens)
+        self._latency_histograms()
+
+    def _token_histograms(self, tokens: tuple[int, ...]) -> None:
         self.prompt_tokens_hist = Histogram(
             PROMPT_TOKENS_HIST, "Number of prefill tokens processed.", MODEL, tokens
         )
@@ -114,6 +118,8 @@ class VllmMetrics:
         self.params_max_tokens = Histogram(
             PARAMS_MAX_TOKENS, "Histogram of the max_tokens request parameter.", MODEL, tokens
         )
+
+    def _latency_histograms(self) -> None:
         self.ttft = Histogram(
             TTFT, "Histogram of time to first token in seconds.", MODEL, TTFT_BUCKETS
         )
