@@ -18,7 +18,7 @@ PROMPT_FORMS = (
     "or an array of arrays of token ids"
 )
 
-# chat-and-completions §7.3: the 11-sentence bank of random mode.
+# The 11-sentence bank of random mode (the reference's sentences).
 SENTENCES = (
     "Testing@, #testing 1$ ,2%,3^, [4&*5], 6~, 7-_ + (8 : 9) / \\ < > . ",
     "Testing, testing 1,2,3. ",
@@ -34,8 +34,8 @@ SENTENCES = (
     "teach a man to fish and you feed him for a lifetime ",
 )
 
-# chat-and-completions §7.1 for ASCII text: one punctuation character or one word run,
-# each followed by its trailing whitespace.
+# The simulated tokenizer on ASCII text: one punctuation character or one word run, each
+# followed by its trailing whitespace.
 _PUNCT = r"""[{}:,\-.?!;@#$%^&*()+_~/\\><\[\]="']"""
 _TOKEN = rf"(?:{_PUNCT}|[A-Za-z0-9_]+)[ \t\n\f\r]*"
 _TOKEN_RE = re.compile(_TOKEN)
@@ -57,7 +57,7 @@ def is_one_token(piece: str) -> bool:
 
 
 def logprob(position: int) -> float:
-    """chat-and-completions §9: L(p) = -1.0 - (p mod 3) * 0.1."""
+    """The synthetic logprob of the token at position p: L(p) = -1.0 - (p mod 3) * 0.1."""
     return -(10 + position % 3) / 10
 
 

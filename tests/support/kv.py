@@ -1,11 +1,11 @@
 """Helpers for the KV-cache end-to-end tests: a real server, a real ZMQ subscriber.
 
 Nothing here imports the simulator's own KV code. Block hashes are computed by a small
-canonical-CBOR encoder and FNV-1a-64 written for these tests (spec kv-cache.md §2), and event
-batches are decoded with plain `msgpack` following vLLM's published schema
-(`vllm.distributed.kv_events`): `EventBatch = [ts, events, data_parallel_rank]`, tagged array
-events `["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id,
-medium, lora_name, extra_keys]`, `["BlockRemoved", block_hashes, medium]`,
+canonical-CBOR encoder and FNV-1a-64 written for these tests, chained as the llm-d router
+chains them, and event batches are decoded with plain `msgpack` following vLLM's published
+schema (`vllm.distributed.kv_events`): `EventBatch = [ts, events, data_parallel_rank]`,
+tagged array events `["BlockStored", block_hashes, parent_block_hash, token_ids, block_size,
+lora_id, medium, lora_name, extra_keys]`, `["BlockRemoved", block_hashes, medium]`,
 `["AllBlocksCleared"]`, or the same as maps with a `type` key.
 """
 
@@ -31,7 +31,7 @@ COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
 
-# Spec kv-cache.md §2.3, vector V1: seed "", model test-model, block size 16, tokens 1..40.
+# The llm-d router's test vector V1: seed "", model test-model, block size 16, tokens 1..40.
 V1_TOKENS = list(range(1, 41))
 V1_HASHES = [9540012594951042066, 16921089685996993662]
 

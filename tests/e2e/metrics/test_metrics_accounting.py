@@ -1,4 +1,4 @@
-"""Every counter and histogram matches what the clients saw (metrics.md §4, §9).
+"""Every counter and histogram matches what the clients saw.
 
 One scripted mix runs once against a dedicated server (max-num-seqs 1, queue length 1,
 TTFT 50 ms, ITL 10 ms): streamed and plain chat and completions, n > 1, several prompts,
@@ -477,7 +477,7 @@ def test_disconnects_before_the_first_token(slow: SimServer) -> None:
     assert after.value(RUNNING) == 0 and after.value(WAITING) == 0
 
 
-# ----------------------------------------------------------------- two slots (§9 checklist)
+# ----------------------------------------------------------------- two slots
 
 
 two_slots = server_fixture(

@@ -1,4 +1,5 @@
-"""GET /metrics of a freshly started real-mode simulator (metrics.md §1-3, §8, §9)."""
+"""GET /metrics of a freshly started real-mode simulator: families, help texts, buckets and
+startup values as vLLM shows them."""
 
 from __future__ import annotations
 
