@@ -22,6 +22,7 @@ import httpx
 import msgpack  # type: ignore[import-untyped, unused-ignore]
 import zmq
 
+from tests.support.http import post_sse
 from tests.support.server import SimServer
 
 MODEL = "test-model"
@@ -376,24 +377,17 @@ class StreamResult:
 def stream(
     client: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> StreamResult:
-    start = time.monotonic()
-    with client.stream("POST", path, json={**body, "stream": True}, headers=headers) as response:
-        result = StreamResult(response.status_code)
-        if response.status_code != 200:
-            result.body = response.read()
-            return result
-        for line in response.iter_lines():
-            if not line.startswith("data: "):
-                continue
-            if result.first_data is None:
-                result.first_data = time.monotonic() - start
-            data = line[len("data: ") :]
-            if data == "[DONE]":
-                assert not result.done, "two [DONE]"
-                result.done = True
-                continue
-            assert not result.done, "data after [DONE]"
-            result.chunks.append(json.loads(data))
+    reply = post_sse(client, path, {**body, "stream": True}, headers)
+    result = StreamResult(reply.status, body=reply.body)
+    for at, data in reply.data:
+        if result.first_data is None:
+            result.first_data = at
+        if data == "[DONE]":
+            assert not result.done, "two [DONE]"
+            result.done = True
+            continue
+        assert not result.done, "data after [DONE]"
+        result.chunks.append(json.loads(data))
     return result
 
 

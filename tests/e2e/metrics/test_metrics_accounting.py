@@ -9,7 +9,6 @@ compare the final /metrics page with the client-side ledger.
 from __future__ import annotations
 
 import collections
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -368,8 +367,6 @@ def test_lora_info_untouched_by_base_model_traffic(scenario: Scenario) -> None:
 
 
 def test_promtool_after_traffic(scenario: Scenario) -> None:
-    if shutil.which("promtool") is None:
-        pytest.skip("promtool is not on PATH (Debian package `prometheus`)")
     assert_promtool_clean(scenario.metrics.text)
 
 
