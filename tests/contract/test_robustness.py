@@ -279,7 +279,7 @@ ODD_BUT_VALID: list[tuple[str, str, dict[str, Any] | bytes]] = [
     ("unicode-prompt", COMPLETIONS, {"prompt": "\u0000\ud7ff\ue000\U0010ffff", "max_tokens": 2}),
     ("many-prompts", COMPLETIONS, {"prompt": ["a"] * 500, "max_tokens": 1}),
     ("max-token-id", COMPLETIONS, {"prompt": [2**32 - 1] * 3, "max_tokens": 1}),
-    # Spec §1.2 and Python's json (vLLM): for a duplicate key the last one wins.
+    # As in Python's json (and so vLLM): for a duplicate key the last one wins.
     ("duplicate-keys", CHAT, b'{"messages":5,"messages":[{"role":"user","content":"x"}]}'),
     (
         "duplicate-keys-valid",

@@ -105,7 +105,7 @@ def test_unknown_fields_are_ignored(http: httpx.Client) -> None:
     ],
 )
 def test_chat_null_field_means_absent(http: httpx.Client, field: str) -> None:
-    """Spec §1.2 (null = absent) and vLLM (these fields are Optional) agree."""
+    """A null field counts as absent, as in vLLM (where these fields are Optional)."""
     response = post(http, CHAT, {**chat_body(), field: None})
     assert response.status_code == 200, response.text
     reply = response.json()
@@ -270,7 +270,8 @@ def test_completions_bad_prompt_shape_names_the_four_forms(
 
 @pytest.mark.parametrize("prompt", [123, ["a", [1]]])
 def test_completions_bad_prompt_shape_is_a_parse_error(http: httpx.Client, prompt: object) -> None:
-    """Spec §1.2/§3.2 and checklist 8: a parse error, so the message carries the prefix."""
+    """A prompt of none of the four forms is a body type error like any other, so the
+    message carries the parse-error prefix."""
     response = post(http, COMPLETIONS, {"prompt": prompt, "max_tokens": 2})
     assert_openai_error(response, 400, prefix=PARSE_PREFIX + PROMPT_FORMS)
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import httpx
 
-from tests.support.http import token_times
+from tests.support.errors import Answer, assert_openai_error
+from tests.support.http import sse_events, token_times
 from tests.support.server import SimServer
 
 QUEUE_FULL = "Failed to enqueue request, waiting requests queue is full"
@@ -116,14 +117,12 @@ async def post(
     async with client.stream("POST", url, json=body, timeout=timeout) as response:
         outcome = Outcome(response.status_code, content_type=response.headers.get("content-type"))
         if response.status_code == 200 and body.get("stream"):
-            async for line in response.aiter_lines():
-                if not line.startswith("data: "):
-                    continue
-                data = line[len("data: ") :]
-                if data == "[DONE]":
-                    outcome.done = True
-                    continue
-                outcome.events.append((time.monotonic() - start, json.loads(data)))
+            data = [
+                (time.monotonic() - start, line[len("data: ") :])
+                async for line in response.aiter_lines()
+                if line.startswith("data: ")
+            ]
+            outcome.events, outcome.done = sse_events(data)
         else:
             outcome.body = await response.aread()
         outcome.elapsed = time.monotonic() - start
@@ -151,6 +150,42 @@ async def hang_up(writer: asyncio.StreamWriter) -> None:
         await writer.wait_closed()
 
 
+def assert_queue_full(answer: Answer) -> None:
+    """The 429 of a request the waiting queue has no room for."""
+    assert_openai_error(answer, 429, QUEUE_FULL, error_type="RateLimitError", param=None)
+
+
 def run(test: Callable[[], Awaitable[None]]) -> None:
     """Runs an async test body with a 40 s ceiling."""
     asyncio.run(asyncio.wait_for(test(), timeout=40))
+
+
+def run_with_client(
+    test: Callable[[httpx.AsyncClient], Awaitable[None]], idle: SimServer | None = None
+) -> None:
+    """Runs an async test body with its own client, under `run`'s ceiling; with `idle`, then
+    checks that this server has no request running or waiting any more."""
+
+    async def main() -> None:
+        async with httpx.AsyncClient() as client:
+            await test(client)
+            if idle is not None:
+                assert await agauges(client, idle) == (0, 0)
+
+    run(main)
+
+
+def exit_status(
+    server: SimServer, test: Callable[[httpx.AsyncClient], Awaitable[None]], timeout: float
+) -> int:
+    """Runs an async test body that stops `server`, then its exit status within `timeout`
+    seconds; a process still running after that is killed."""
+    process = server.process
+    assert process is not None
+    try:
+        run_with_client(test)
+        return process.wait(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +20,7 @@ PROMPT_FORMS = (
     "or an array of arrays of token ids"
 )
 
-# chat-and-completions §7.3: the 11-sentence bank of random mode.
+# The 11-sentence bank of random mode (the reference's sentences).
 SENTENCES = (
     "Testing@, #testing 1$ ,2%,3^, [4&*5], 6~, 7-_ + (8 : 9) / \\ < > . ",
     "Testing, testing 1,2,3. ",
@@ -34,8 +36,8 @@ SENTENCES = (
     "teach a man to fish and you feed him for a lifetime ",
 )
 
-# chat-and-completions §7.1 for ASCII text: one punctuation character or one word run,
-# each followed by its trailing whitespace.
+# The simulated tokenizer on ASCII text: one punctuation character or one word run, each
+# followed by its trailing whitespace.
 _PUNCT = r"""[{}:,\-.?!;@#$%^&*()+_~/\\><\[\]="']"""
 _TOKEN = rf"(?:{_PUNCT}|[A-Za-z0-9_]+)[ \t\n\f\r]*"
 _TOKEN_RE = re.compile(_TOKEN)
@@ -57,7 +59,7 @@ def is_one_token(piece: str) -> bool:
 
 
 def logprob(position: int) -> float:
-    """chat-and-completions §9: L(p) = -1.0 - (p mod 3) * 0.1."""
+    """The synthetic logprob of the token at position p: L(p) = -1.0 - (p mod 3) * 0.1."""
     return -(10 + position % 3) / 10
 
 
@@ -128,6 +130,41 @@ def usage(prompt: int, completion: int) -> dict[str, Any]:
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": 0},
     }
+
+
+@dataclass
+class SseReply:
+    """A streamed answer read whole: each SSE `data:` payload (`[DONE]` included) with its
+    arrival time in seconds from the send, or for a status other than 200 the body."""
+
+    status: int
+    headers: httpx.Headers
+    data: list[tuple[float, str]]
+    body: bytes = b""
+
+
+def post_sse(
+    client: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> SseReply:
+    """POSTs a (streaming) request and reads the answer line by line as it arrives."""
+    start = time.monotonic()
+    with client.stream("POST", path, json=body, headers=headers) as response:
+        if response.status_code != 200:
+            return SseReply(response.status_code, response.headers, [], response.read())
+        data = [
+            (time.monotonic() - start, line[len("data: ") :])
+            for line in response.iter_lines()
+            if line.startswith("data: ")
+        ]
+        return SseReply(response.status_code, response.headers, data)
+
+
+def sse_events(
+    data: Sequence[tuple[float, str]],
+) -> tuple[list[tuple[float, dict[str, Any]]], bool]:
+    """The JSON events of timed `data:` payloads, with their times, and whether `[DONE]` came."""
+    events = [(at, json.loads(payload)) for at, payload in data if payload != "[DONE]"]
+    return events, any(payload == "[DONE]" for _, payload in data)
 
 
 def token_times(events: list[tuple[float, dict[str, Any]]], *, per_choice: bool) -> list[float]:

@@ -1,11 +1,11 @@
 """Helpers for the KV-cache end-to-end tests: a real server, a real ZMQ subscriber.
 
 Nothing here imports the simulator's own KV code. Block hashes are computed by a small
-canonical-CBOR encoder and FNV-1a-64 written for these tests (spec kv-cache.md §2), and event
-batches are decoded with plain `msgpack` following vLLM's published schema
-(`vllm.distributed.kv_events`): `EventBatch = [ts, events, data_parallel_rank]`, tagged array
-events `["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id,
-medium, lora_name, extra_keys]`, `["BlockRemoved", block_hashes, medium]`,
+canonical-CBOR encoder and FNV-1a-64 written for these tests, chained as the llm-d router
+chains them, and event batches are decoded with plain `msgpack` following vLLM's published
+schema (`vllm.distributed.kv_events`): `EventBatch = [ts, events, data_parallel_rank]`,
+tagged array events `["BlockStored", block_hashes, parent_block_hash, token_ids, block_size,
+lora_id, medium, lora_name, extra_keys]`, `["BlockRemoved", block_hashes, medium]`,
 `["AllBlocksCleared"]`, or the same as maps with a `type` key.
 """
 
@@ -22,6 +22,7 @@ import httpx
 import msgpack  # type: ignore[import-untyped, unused-ignore]
 import zmq
 
+from tests.support.http import post_sse
 from tests.support.server import SimServer
 
 MODEL = "test-model"
@@ -31,7 +32,7 @@ COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
 
-# Spec kv-cache.md §2.3, vector V1: seed "", model test-model, block size 16, tokens 1..40.
+# The llm-d router's test vector V1: seed "", model test-model, block size 16, tokens 1..40.
 V1_TOKENS = list(range(1, 41))
 V1_HASHES = [9540012594951042066, 16921089685996993662]
 
@@ -376,24 +377,17 @@ class StreamResult:
 def stream(
     client: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> StreamResult:
-    start = time.monotonic()
-    with client.stream("POST", path, json={**body, "stream": True}, headers=headers) as response:
-        result = StreamResult(response.status_code)
-        if response.status_code != 200:
-            result.body = response.read()
-            return result
-        for line in response.iter_lines():
-            if not line.startswith("data: "):
-                continue
-            if result.first_data is None:
-                result.first_data = time.monotonic() - start
-            data = line[len("data: ") :]
-            if data == "[DONE]":
-                assert not result.done, "two [DONE]"
-                result.done = True
-                continue
-            assert not result.done, "data after [DONE]"
-            result.chunks.append(json.loads(data))
+    reply = post_sse(client, path, {**body, "stream": True}, headers)
+    result = StreamResult(reply.status, body=reply.body)
+    for at, data in reply.data:
+        if result.first_data is None:
+            result.first_data = at
+        if data == "[DONE]":
+            assert not result.done, "two [DONE]"
+            result.done = True
+            continue
+        assert not result.done, "data after [DONE]"
+        result.chunks.append(json.loads(data))
     return result
 
 

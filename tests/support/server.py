@@ -104,6 +104,13 @@ class SimServer:
         self.stop()
 
 
+def started(args: Sequence[str] = ()) -> tuple[SimServer, subprocess.Popen[bytes]]:
+    """A started server and its process, for tests that signal it and stop it themselves."""
+    server = SimServer(args).start()
+    assert server.process is not None
+    return server, server.process
+
+
 def run_cli(
     args: Sequence[str], env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

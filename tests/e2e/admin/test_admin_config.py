@@ -1,5 +1,4 @@
-"""GET/POST /admin/config and POST /fake_metrics over HTTP (other-endpoints.md §12-13,
-metrics.md §7)."""
+"""GET/POST /admin/config and POST /fake_metrics over HTTP."""
 
 from __future__ import annotations
 

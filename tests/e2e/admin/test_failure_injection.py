@@ -1,4 +1,4 @@
-"""Failure injection and X-Return-Error, end to end (other-endpoints.md §14)."""
+"""Failure injection and X-Return-Error, end to end."""
 
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ TEST_TOKENS = ["This ", "is ", "a ", "test", "."]  # "This is a test." in the si
 
 
 def chat_entry(token: str, position: int, top: int) -> dict[str, Any]:
-    """The expected `logprobs.content` entry of chat-and-completions §9 (top = K)."""
+    """The expected `logprobs.content` entry: the token at L(p), and `top` entries from it
+    down in steps of 0.5."""
     value = logprob(position)
     alternatives = [
         {"token": token if j == 0 else f"{token}_{j}", "logprob": value - 0.5 * j}

@@ -72,7 +72,8 @@ def _common(sse: SSE, obj: str, include_usage: bool) -> tuple[list[dict[str, Any
 
 
 def chat_stream(sse: SSE, include_usage: bool = False, one_token: bool = True) -> Stream:
-    """Parses a chat stream, checking the per-choice protocol of chat-and-completions §5.4."""
+    """Parses a chat stream, checking each choice's chunks: the role chunk first, then
+    non-empty content chunks, then an empty finish chunk, and nothing after it."""
     chunks, usage_value = _common(sse, "chat.completion.chunk", include_usage)
     choices: dict[int, Choice] = {}
     for chunk in chunks:

@@ -43,7 +43,8 @@ def seq8(n: int) -> bytes:
 
 
 def test_independent_hashes_reproduce_the_spec_vectors() -> None:
-    """The test's own CBOR + FNV-1a-64 (used as the oracle below) matches spec §2.3."""
+    """The test's own CBOR + FNV-1a-64 (used as the oracle below) reproduces the llm-d
+    router's test vectors."""
     root_payload = cbor([fnv1a64(b""), None, "test-model"])
     assert root_payload.hex() == "831bcbf29ce484222325f66a746573742d6d6f64656c"
     root = fnv1a64(root_payload)

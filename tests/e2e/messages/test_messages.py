@@ -8,6 +8,7 @@ from typing import Any, cast
 import anthropic
 import httpx
 import pytest
+from anthropic.lib.streaming import MessageStreamManager
 from anthropic.types import (
     Message,
     MessageParam,
@@ -77,6 +78,28 @@ def tool_uses(message: Message) -> list[ToolUseBlock]:
     assert blocks, "a tool turn has at least one tool_use block"
     assert message.stop_reason == "tool_use"
     return blocks
+
+
+def create_with_tools(
+    client: anthropic.Anthropic,
+    sim: SimServer,
+    tools: list[ToolParam],
+    tool_choice: ToolChoiceParam,
+    max_tokens: int = 200,
+) -> Message:
+    """A message answering USER with `tools` offered under `tool_choice`."""
+    return client.messages.create(
+        model=sim.model, max_tokens=max_tokens, messages=USER, tools=tools, tool_choice=tool_choice
+    )
+
+
+def stream_with_tools(
+    client: anthropic.Anthropic, sim: SimServer, tool_choice: ToolChoiceParam
+) -> MessageStreamManager:
+    """An SDK stream answering USER with both tools offered under `tool_choice`."""
+    return client.messages.stream(
+        model=sim.model, max_tokens=300, messages=USER, tools=TWO_TOOLS, tool_choice=tool_choice
+    )
 
 
 def check_usage(message: Message, output_tokens: int) -> None:
@@ -152,25 +175,13 @@ def test_system_string_or_text_blocks(client: anthropic.Anthropic, sim: SimServe
 # ------------------------------------------------------------------------ tools
 def test_tool_choice_any(client: anthropic.Anthropic, sim: SimServer) -> None:
     for _ in range(5):
-        message = client.messages.create(
-            model=sim.model,
-            max_tokens=200,
-            messages=USER,
-            tools=TWO_TOOLS,
-            tool_choice={"type": "any"},
-        )
+        message = create_with_tools(client, sim, TWO_TOOLS, {"type": "any"})
         blocks = tool_uses(message)
         check_usage(message, tool_output_tokens(blocks))
 
 
 def test_weather_input(client: anthropic.Anthropic, sim: SimServer) -> None:
-    message = client.messages.create(
-        model=sim.model,
-        max_tokens=200,
-        messages=USER,
-        tools=TOOLS,
-        tool_choice={"type": "tool", "name": "get_weather"},
-    )
+    message = create_with_tools(client, sim, TOOLS, {"type": "tool", "name": "get_weather"})
     [block] = tool_uses(message)
     assert isinstance(block.input, dict)
     assert isinstance(block.input["city"], str)
@@ -179,26 +190,14 @@ def test_weather_input(client: anthropic.Anthropic, sim: SimServer) -> None:
 
 def test_tool_choice_tool_names_one_tool(client: anthropic.Anthropic, sim: SimServer) -> None:
     for _ in range(5):
-        message = client.messages.create(
-            model=sim.model,
-            max_tokens=200,
-            messages=USER,
-            tools=TWO_TOOLS,
-            tool_choice={"type": "tool", "name": "get_time"},
-        )
+        message = create_with_tools(client, sim, TWO_TOOLS, {"type": "tool", "name": "get_time"})
         [block] = tool_uses(message)
         assert block.name == "get_time"
 
 
 def test_tool_choice_none_is_text(client: anthropic.Anthropic, sim: SimServer) -> None:
     for _ in range(3):
-        message = client.messages.create(
-            model=sim.model,
-            max_tokens=20,
-            messages=USER,
-            tools=TWO_TOOLS,
-            tool_choice={"type": "none"},
-        )
+        message = create_with_tools(client, sim, TWO_TOOLS, {"type": "none"}, max_tokens=20)
         assert is_bank_text(only_text(message))
         assert message.stop_reason in ("end_turn", "max_tokens")
 
@@ -263,9 +262,7 @@ def tool_history(tool_use_id: str) -> list[MessageParam]:
 
 
 def test_tool_result_history_keeps_tools(client: anthropic.Anthropic, sim: SimServer) -> None:
-    first = client.messages.create(
-        model=sim.model, max_tokens=200, messages=USER, tools=TOOLS, tool_choice={"type": "any"}
-    )
+    first = create_with_tools(client, sim, TOOLS, {"type": "any"})
     [block] = tool_uses(first)[:1]
     again = client.messages.create(
         model=sim.model,
@@ -312,13 +309,7 @@ def test_stream_events_through_the_sdk(client: anthropic.Anthropic, sim: SimServ
 
 
 def test_stream_tools(client: anthropic.Anthropic, sim: SimServer) -> None:
-    with client.messages.stream(
-        model=sim.model,
-        max_tokens=300,
-        messages=USER,
-        tools=TWO_TOOLS,
-        tool_choice={"type": "any"},
-    ) as stream:
+    with stream_with_tools(client, sim, {"type": "any"}) as stream:
         partial: dict[int, str] = {}
         for event in stream:
             if event.type == "content_block_delta" and event.delta.type == "input_json_delta":
@@ -332,13 +323,7 @@ def test_stream_tools(client: anthropic.Anthropic, sim: SimServer) -> None:
 
 
 def test_stream_named_tool(client: anthropic.Anthropic, sim: SimServer) -> None:
-    with client.messages.stream(
-        model=sim.model,
-        max_tokens=300,
-        messages=USER,
-        tools=TWO_TOOLS,
-        tool_choice={"type": "tool", "name": "get_weather"},
-    ) as stream:
+    with stream_with_tools(client, sim, {"type": "tool", "name": "get_weather"}) as stream:
         assert "".join(stream.text_stream) == ""
         final = stream.get_final_message()
     [block] = tool_uses(final)
@@ -491,12 +476,8 @@ def test_bad_requests_raise_bad_request(
 
 def test_bad_tool_choice_type(client: anthropic.Anthropic, sim: SimServer) -> None:
     with pytest.raises(anthropic.BadRequestError):
-        client.messages.create(
-            model=sim.model,
-            max_tokens=5,
-            messages=USER,
-            tools=TOOLS,
-            tool_choice=cast(ToolChoiceParam, {"type": "sometimes"}),
+        create_with_tools(
+            client, sim, TOOLS, cast(ToolChoiceParam, {"type": "sometimes"}), max_tokens=5
         )
 
 

@@ -14,12 +14,13 @@ from tests.support.async_http import (
     PROMPT,
     chat_body,
     completion_body,
+    exit_status,
     post,
-    run,
+    run_with_client,
     wait_for_gauges,
 )
 from tests.support.errors import assert_openai_error
-from tests.support.server import SimServer, run_cli
+from tests.support.server import SimServer, run_cli, started
 
 # ----------------------------------------------------------------- content
 
@@ -54,22 +55,21 @@ def test_ignore_eos_gives_exactly_max_tokens(
     make = completion_body if endpoint == "completions" else chat_body
     url = f"{sim.openai_url}/{endpoint}"
 
-    async def body() -> None:
-        async with httpx.AsyncClient() as client:
-            plain, streamed = await asyncio.gather(
-                post(client, url, make(sim, max_tokens=max_tokens, ignore_eos=True, n=2)),
-                post(
-                    client,
-                    url,
-                    make(
-                        sim,
-                        max_tokens=max_tokens,
-                        ignore_eos=True,
-                        stream=True,
-                        stream_options={"include_usage": True},
-                    ),
+    async def body(client: httpx.AsyncClient) -> None:
+        plain, streamed = await asyncio.gather(
+            post(client, url, make(sim, max_tokens=max_tokens, ignore_eos=True, n=2)),
+            post(
+                client,
+                url,
+                make(
+                    sim,
+                    max_tokens=max_tokens,
+                    ignore_eos=True,
+                    stream=True,
+                    stream_options={"include_usage": True},
                 ),
-            )
+            ),
+        )
         reply = plain.json()
         assert reply["usage"]["completion_tokens"] == 2 * max_tokens
         assert [c["finish_reason"] for c in reply["choices"]] == ["length", "length"]
@@ -84,7 +84,7 @@ def test_ignore_eos_gives_exactly_max_tokens(
         assert finishes == ["length"]
         assert streamed.events[-1][1]["usage"]["completion_tokens"] == max_tokens
 
-    run(body)
+    run_with_client(body)
 
 
 # ----------------------------------------------------------------- graceful shutdown
@@ -94,55 +94,46 @@ def test_ignore_eos_gives_exactly_max_tokens(
 def test_sigterm_drains_in_flight_requests_then_exits_zero() -> None:
     # One slot: the streamed request waits in the queue behind the plain one, and the
     # drain must wait for both.
-    server = SimServer(["--max-num-seqs", "1", "--time-to-first-token", "1s"]).start()
-    assert server.process is not None
-    process = server.process
+    server, process = started(["--max-num-seqs", "1", "--time-to-first-token", "1s"])
 
-    async def body() -> None:
-        async with httpx.AsyncClient() as client:
-            completions = server.openai_url + "/completions"
-            chat = server.openai_url + "/chat/completions"
-            plain = asyncio.create_task(post(client, completions, completion_body(server)))
-            streamed = asyncio.create_task(post(client, chat, chat_body(server, stream=True)))
-            await wait_for_gauges(client, server, running=1, waiting=1)
-            process.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.2)
-            assert process.poll() is None  # still draining
+    async def body(client: httpx.AsyncClient) -> None:
+        completions = server.openai_url + "/completions"
+        chat = server.openai_url + "/chat/completions"
+        plain = asyncio.create_task(post(client, completions, completion_body(server)))
+        streamed = asyncio.create_task(post(client, chat, chat_body(server, stream=True)))
+        await wait_for_gauges(client, server, running=1, waiting=1)
+        process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.2)
+        assert process.poll() is None  # still draining
 
-            refused = await asyncio.gather(
-                post(client, completions, completion_body(server)),
-                post(client, chat, chat_body(server)),
-                post(client, chat, chat_body(server, stream=True)),
+        refused = await asyncio.gather(
+            post(client, completions, completion_body(server)),
+            post(client, chat, chat_body(server)),
+            post(client, chat, chat_body(server, stream=True)),
+        )
+        for outcome in refused:
+            assert outcome.elapsed < 0.5
+            assert_openai_error(
+                outcome,
+                503,
+                "server is shutting down",
+                error_type=outcome.json()["error"]["type"],
+                param=None,
             )
-            for outcome in refused:
-                assert outcome.elapsed < 0.5
-                assert_openai_error(
-                    outcome,
-                    503,
-                    "server is shutting down",
-                    error_type=outcome.json()["error"]["type"],
-                    param=None,
-                )
-                assert isinstance(outcome.json()["error"]["type"], str)
-            health = await client.get(server.url + "/health")
-            assert health.status_code == 200
-            for path in ("/metrics", "/v1/models", "/health/ready"):
-                other = await client.get(server.url + path)
-                assert other.status_code == 200, path
+            assert isinstance(outcome.json()["error"]["type"], str)
+        health = await client.get(server.url + "/health")
+        assert health.status_code == 200
+        for path in ("/metrics", "/v1/models", "/health/ready"):
+            other = await client.get(server.url + path)
+            assert other.status_code == 200, path
 
-            finished_plain, finished_stream = await asyncio.gather(plain, streamed)
-            assert finished_plain.status == 200
-            assert finished_plain.json()["choices"][0]["text"]
-            assert finished_stream.status == 200 and finished_stream.done
-            assert finished_stream.token_times
+        finished_plain, finished_stream = await asyncio.gather(plain, streamed)
+        assert finished_plain.status == 200
+        assert finished_plain.json()["choices"][0]["text"]
+        assert finished_stream.status == 200 and finished_stream.done
+        assert finished_stream.token_times
 
-    try:
-        run(body)
-        assert process.wait(timeout=10) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    assert exit_status(server, body, timeout=10) == 0
 
 
 @pytest.mark.timing
@@ -152,31 +143,22 @@ def test_sigterm_drains_in_flight_requests_then_exits_zero() -> None:
 def test_second_signal_exits_at_once_with_status_one(
     signals: tuple[signal.Signals, signal.Signals],
 ) -> None:
-    server = SimServer(["--max-num-seqs", "1", "--time-to-first-token", "20s"]).start()
-    assert server.process is not None
-    process = server.process
+    server, process = started(["--max-num-seqs", "1", "--time-to-first-token", "20s"])
 
-    async def body() -> None:
-        async with httpx.AsyncClient() as client:
-            url = server.openai_url + "/completions"
-            task = asyncio.create_task(post(client, url, completion_body(server)))
-            await wait_for_gauges(client, server, running=1)
-            process.send_signal(signals[0])
-            await asyncio.sleep(0.3)
-            assert process.poll() is None  # draining: the request holds it open
-            process.send_signal(signals[1])
-            start = time.monotonic()
-            while process.poll() is None and time.monotonic() - start < 5:
-                await asyncio.sleep(0.02)
-            task.cancel()
+    async def body(client: httpx.AsyncClient) -> None:
+        url = server.openai_url + "/completions"
+        task = asyncio.create_task(post(client, url, completion_body(server)))
+        await wait_for_gauges(client, server, running=1)
+        process.send_signal(signals[0])
+        await asyncio.sleep(0.3)
+        assert process.poll() is None  # draining: the request holds it open
+        process.send_signal(signals[1])
+        start = time.monotonic()
+        while process.poll() is None and time.monotonic() - start < 5:
+            await asyncio.sleep(0.02)
+        task.cancel()
 
-    try:
-        run(body)
-        assert process.wait(timeout=1) == 1
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    assert exit_status(server, body, timeout=1) == 1
 
 
 @pytest.mark.timing
@@ -275,24 +257,15 @@ def test_cli_does_not_start_a_server_on_bad_config() -> None:
 def test_a_signal_relayed_twice_at_once_still_drains() -> None:
     """make, timeout or a process group can deliver one stop twice within milliseconds:
     that is one request to stop, so in-flight work still finishes and the exit is 0."""
-    server = SimServer(["--time-to-first-token", "600ms"]).start()
-    assert server.process is not None
-    process = server.process
+    server, process = started(["--time-to-first-token", "600ms"])
 
-    async def body() -> None:
-        async with httpx.AsyncClient() as client:
-            url = server.openai_url + "/completions"
-            task = asyncio.create_task(post(client, url, completion_body(server)))
-            await wait_for_gauges(client, server, running=1)
-            process.send_signal(signal.SIGTERM)
-            process.send_signal(signal.SIGTERM)
-            response = await task
-            assert response.status == 200
+    async def body(client: httpx.AsyncClient) -> None:
+        url = server.openai_url + "/completions"
+        task = asyncio.create_task(post(client, url, completion_body(server)))
+        await wait_for_gauges(client, server, running=1)
+        process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGTERM)
+        response = await task
+        assert response.status == 200
 
-    try:
-        run(body)
-        assert process.wait(timeout=10) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    assert exit_status(server, body, timeout=10) == 0

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.async_http import Outcome, chat_body, completion_body, post, run
+from tests.support.async_http import Outcome, chat_body, completion_body, post, run_with_client
 from tests.support.fixtures import server_fixture
 from tests.support.server import SimServer
 
@@ -85,16 +85,15 @@ def check_stream_pacing(outcome: Outcome, ttft: float, itl: float) -> None:
 
 
 def test_streaming_ttft_and_inter_token_pacing(paced: SimServer) -> None:
-    async def body() -> None:
-        async with httpx.AsyncClient() as client:
-            completions = paced.openai_url + "/completions"
-            chat = paced.openai_url + "/chat/completions"
-            outcomes = await asyncio.gather(
-                post(client, completions, paced_body(paced, chat=False, stream=True)),
-                post(client, chat, paced_body(paced, chat=True, stream=True)),
-                post(client, completions, paced_body(paced, chat=False, stream=False)),
-                post(client, chat, paced_body(paced, chat=True, stream=False)),
-            )
+    async def body(client: httpx.AsyncClient) -> None:
+        completions = paced.openai_url + "/completions"
+        chat = paced.openai_url + "/chat/completions"
+        outcomes = await asyncio.gather(
+            post(client, completions, paced_body(paced, chat=False, stream=True)),
+            post(client, chat, paced_body(paced, chat=True, stream=True)),
+            post(client, completions, paced_body(paced, chat=False, stream=False)),
+            post(client, chat, paced_body(paced, chat=True, stream=False)),
+        )
         for streamed in outcomes[:2]:
             check_stream_pacing(streamed, 0.1, 0.05)
         for whole in outcomes[2:]:
@@ -102,14 +101,13 @@ def test_streaming_ttft_and_inter_token_pacing(paced: SimServer) -> None:
             assert whole.json()["usage"]["completion_tokens"] == TOKENS
             assert 0.55 - SLACK <= whole.elapsed <= 0.55 + 0.6
 
-    run(body)
+    run_with_client(body)
 
 
 def test_streaming_sends_nothing_generated_before_ttft(paced: SimServer) -> None:
-    async def body() -> None:
-        async with httpx.AsyncClient() as client:
-            url = paced.openai_url + "/chat/completions"
-            outcome = await post(client, url, paced_body(paced, chat=True, stream=True))
+    async def body(client: httpx.AsyncClient) -> None:
+        url = paced.openai_url + "/chat/completions"
+        outcome = await post(client, url, paced_body(paced, chat=True, stream=True))
         assert outcome.events, "no events"
         first_time, first = outcome.events[0]
         # The role chunk and the first token go out together, at TTFT.
@@ -117,19 +115,18 @@ def test_streaming_sends_nothing_generated_before_ttft(paced: SimServer) -> None
         assert first_time >= 0.1 - SLACK
         assert outcome.token_times[0] - first_time < 0.03
 
-    run(body)
+    run_with_client(body)
 
 
 def test_load_factor_slows_requests_when_all_slots_are_busy(loaded: SimServer) -> None:
-    async def body() -> None:
-        async with httpx.AsyncClient() as client:
-            url = loaded.openai_url + "/completions"
-            alone = await post(client, url, paced_body(loaded, chat=False, stream=True))
-            check_stream_pacing(alone, 0.1, 0.05)
-            both = await asyncio.gather(
-                post(client, url, paced_body(loaded, chat=False, stream=True)),
-                post(client, url, paced_body(loaded, chat=False, stream=True)),
-            )
+    async def body(client: httpx.AsyncClient) -> None:
+        url = loaded.openai_url + "/completions"
+        alone = await post(client, url, paced_body(loaded, chat=False, stream=True))
+        check_stream_pacing(alone, 0.1, 0.05)
+        both = await asyncio.gather(
+            post(client, url, paced_body(loaded, chat=False, stream=True)),
+            post(client, url, paced_body(loaded, chat=False, stream=True)),
+        )
         assert all(o.status == 200 and len(o.token_times) == TOKENS for o in both)
         # The second to start sees 2 of 2 slots busy: TTFT x 3.
         assert max(o.token_times[0] for o in both) >= 0.3 - SLACK
@@ -140,37 +137,36 @@ def test_load_factor_slows_requests_when_all_slots_are_busy(loaded: SimServer) -
             assert o.elapsed >= 1.25
         assert alone.elapsed < 1.0
 
-    run(body)
+    run_with_client(body)
 
 
 def test_prefill_calculators(calculators: dict[str, SimServer]) -> None:
     """Legacy: per-token when TTFT is 0; constant ignores prefill; per-token ignores TTFT."""
 
-    async def body() -> None:
-        async with httpx.AsyncClient() as client:
+    async def body(client: httpx.AsyncClient) -> None:
 
-            async def measure(name: str, prompt: str, stream: bool) -> Outcome:
-                sim = calculators[name]
-                request = completion_body(sim, prompt=prompt, max_tokens=1, stream=stream)
-                return await post(client, sim.openai_url + "/completions", request)
+        async def measure(name: str, prompt: str, stream: bool) -> Outcome:
+            sim = calculators[name]
+            request = completion_body(sim, prompt=prompt, max_tokens=1, stream=stream)
+            return await post(client, sim.openai_url + "/completions", request)
 
-            five = "This is a test."  # 5 tokens
-            ten = "This is a test. This is a test."  # 10 tokens
-            (
-                legacy5,
-                legacy10,
-                legacy_stream,
-                constant5,
-                constant10,
-                per_token,
-            ) = await asyncio.gather(
-                measure("legacy", five, False),
-                measure("legacy", ten, False),
-                measure("legacy", five, True),
-                measure("constant", five, False),
-                measure("constant", ten, False),
-                measure("per-token", ten, False),
-            )
+        five = "This is a test."  # 5 tokens
+        ten = "This is a test. This is a test."  # 10 tokens
+        (
+            legacy5,
+            legacy10,
+            legacy_stream,
+            constant5,
+            constant10,
+            per_token,
+        ) = await asyncio.gather(
+            measure("legacy", five, False),
+            measure("legacy", ten, False),
+            measure("legacy", five, True),
+            measure("constant", five, False),
+            measure("constant", ten, False),
+            measure("per-token", ten, False),
+        )
         assert legacy5.status == 200 and legacy5.json()["usage"]["prompt_tokens"] == 5
         assert legacy10.json()["usage"]["prompt_tokens"] == 10
         # 1 s + 5 x 50 ms, and 1 s + 10 x 50 ms
@@ -184,4 +180,4 @@ def test_prefill_calculators(calculators: dict[str, SimServer]) -> None:
         assert per_token.status == 200
         assert 0.4 - SLACK <= per_token.elapsed <= 0.4 + 0.6
 
-    run(body)
+    run_with_client(body)

@@ -25,7 +25,7 @@ from vllm_sim.engine.tokenizer.simulated import SimulatedTokenizer
 from vllm_sim.errors import RequestError
 
 HELLO_WORLD_IDS = [3801292497, 933488787]
-# other-endpoints.md §3: the reference's (unnormalised) vector and its base64 form.
+# The reference's (unnormalised) 4-dimension vector for these ids, and its base64 form.
 HELLO_WORLD_RAW_4 = [0.408203125, -0.712890625, 0.6328125, 0.1484375]
 HELLO_WORLD_RAW_4_BASE64 = "AADRPgCANr8AACI/AAAYPg=="
 

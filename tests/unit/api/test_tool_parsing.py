@@ -1,4 +1,4 @@
-"""Unit tests of vllm_sim.api.tools: tools, tool_choice and response_format parsing (§2.4, §8.1)."""
+"""Unit tests of vllm_sim.api.tools: tools, tool_choice and response_format parsing."""
 
 from __future__ import annotations
 

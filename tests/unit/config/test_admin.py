@@ -203,7 +203,7 @@ def test_post_fake_metrics_without_startup_fake_metrics(cfg: Config) -> None:
     assert update(cfg, {"fake-metrics": None}) == cfg
 
 
-# Fake-metrics partial updates (metrics.md §7)
+# Fake-metrics partial updates through /admin/config
 
 
 @pytest.fixture

@@ -169,7 +169,8 @@ def test_no_form_takes_no_value() -> None:
     assert "takes no value" in load_error("--model", "m", "--no-log-http=true")
 
 
-# List flags (argv pre-scan rule, configuration.md §2.4)
+# List flags: values run until the next `--` item (as the reference's pre-scan reads them),
+# and later occurrences are ignored
 
 
 def test_served_model_names() -> None:

@@ -1,4 +1,4 @@
-"""Fake metrics: decoding (JSON and YAML), validation (metrics.md §6.8), startup fill-in."""
+"""Fake metrics: decoding (JSON and YAML), validation, startup fill-in."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_generators() -> None:
          "fake metrics prefix-cache-hits and prefix-cache-queries must be specified together"),
         ({"prefix-cache-hits": 3, "prefix-cache-queries": 2},
          "fake metrics prefix-cache-hits cannot exceed prefix-cache-queries"),
-        # first failure wins, in §6.8 order
+        # the first failure wins: checks run in a fixed order, the reference's
         ({"kv-cache-usage": 2, "running-requests": -1},
          "fake metrics request counters cannot be negative"),
         ({"tpot-buckets-values": [-1], "ttft-buckets-values": [-1]},

@@ -1,4 +1,5 @@
-"""The settings table drives everything: it must match Config, the docs and the spec's lists."""
+"""The settings table drives everything: it must match Config, docs/flags.md and the key
+lists the reference accepts (its admin keys, its CLI-only and YAML-only keys)."""
 
 from __future__ import annotations
 

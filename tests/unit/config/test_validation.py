@@ -1,4 +1,4 @@
-"""Validation rules (configuration.md §3, §5): texts, boundaries, cross-field rules, order."""
+"""Validation rules: texts, boundaries, cross-field rules, and the reference's order."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The latency model (engine spec §2.1-2.4): sampling, load factor, calculators."""
+"""The latency model: sampling, load factor, calculators."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def model(**settings: Any) -> LatencyModel:
     return LatencyModel(LatencySettings(**settings), random.Random(7))
 
 
-# ----------------------------------------------------------------- §2.1 sampling
+# ----------------------------------------------------------------- sampling
 
 
 def test_sample_without_std_is_the_mean_in_whole_ms() -> None:
@@ -70,7 +70,7 @@ def test_same_seed_same_samples() -> None:
     assert a == b
 
 
-# ----------------------------------------------------------------- §2.2 load factor
+# ----------------------------------------------------------------- load factor
 
 
 @pytest.mark.parametrize(("running", "factor"), [(1, 1.0), (6, 1.5), (11, 2.0), (3, 1.2)])
@@ -140,7 +140,7 @@ def test_zero_itl_is_zero() -> None:
     assert model().inter_token_latency(running=1) == 0.0
 
 
-# ----------------------------------------------------------------- §2.3 calculators
+# ----------------------------------------------------------------- calculators
 
 PREFILL = {"prefill_overhead": 1000 * MS, "prefill_per_token": 50 * MS}
 

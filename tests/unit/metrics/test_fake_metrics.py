@@ -1,4 +1,5 @@
-"""FakeMetricsDriver (metrics.md §6–7), driven directly with a fake clock and no server."""
+"""FakeMetricsDriver: startup values, generators and runtime updates, driven directly with a
+fake clock and no server."""
 
 from __future__ import annotations
 
@@ -435,7 +436,7 @@ def test_cache_config_info_is_left_alone() -> None:
     assert 'vllm:cache_config_info{block_size="16",num_gpu_blocks="1024"} 1' in sim.text()
 
 
-# Runtime updates (§7)
+# Runtime updates: partial objects applied to a running driver
 
 
 def test_histogram_update_replaces_and_empty_array_removes() -> None:

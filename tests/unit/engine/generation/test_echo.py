@@ -1,4 +1,4 @@
-"""Echo-mode content (engine spec §5.1)."""
+"""Echo-mode content: the last message (chat) or the prompt (completions), repeated."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Response lengths: histogram buckets, distributions and edge cases (engine spec §5.3)."""
+"""Response lengths: the reference's histogram buckets, distributions and edge cases."""
 
 from __future__ import annotations
 

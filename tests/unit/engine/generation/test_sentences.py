@@ -1,4 +1,4 @@
-"""Random-mode text from the sentence bank (engine spec §5.2)."""
+"""Random-mode text from the reference's sentence bank."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""KV events: wire encoding (§6.3–6.5), endpoints (§6.6), live PUB batches and ROUTER replay.
+"""KV events: wire encoding, topic and endpoints, live PUB batches and ROUTER replay.
 
 Sockets are real, on loopback. The test SUB socket binds (as consumers do) and the publisher
 connects. Payloads are decoded with the plain `msgpack` package, independently of the

@@ -1,8 +1,8 @@
-"""llm-d compatible block hashes (spec kv-cache.md §2): CBOR, FNV-1a-64, chain, mm extras.
+"""llm-d compatible block hashes: CBOR, FNV-1a-64, chain, mm extras.
 
-The §2.3 vectors were confirmed against the router library in Go; everything else is checked
-against hand-computed encodings (RFC 7049 appendix A where it has them) and against a plain
-reference chain built from the textbook FNV loop, so the optimised paths cannot drift.
+The V1-V3 vectors were confirmed against the llm-d router's Go library; everything else is
+checked against hand-computed encodings (RFC 7049 appendix A where it has them) and against a
+plain reference chain built from the textbook FNV loop, so the optimised paths cannot drift.
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ def reference_chain(
     seed: str,
     extras: Sequence[Sequence[str] | None] | None = None,
 ) -> list[int]:
-    """§2.1 written out literally: no caches, no vectorised encoding, no pair tables."""
+    """The chain written out literally: the root is FNV(CBOR([FNV(seed), None, model])), each
+    full block FNV(CBOR([parent, tokens, extra])); no caches, no vectorised encoding, no pair
+    tables."""
     parent = reference_fnv(canonical_cbor([reference_fnv(seed.encode()), None, model]))
     out = []
     for i in range(len(tokens) // block_size):
@@ -62,7 +64,8 @@ def reference_extras(
     mm_hashes: Mapping[str, Sequence[str]],
     mm_placeholders: Mapping[str, Sequence[Mapping[str, int]]],
 ) -> list[list[str] | None]:
-    """§2.2 with the literal per-block overlap test."""
+    """Multimodal extras with the literal per-block overlap test: a block carries the hash of
+    every item whose placeholder range overlaps it, in placeholder-offset order."""
     items = []
     for modality, hashes in mm_hashes.items():
         placeholders = mm_placeholders.get(modality, [])
@@ -273,7 +276,7 @@ def test_cbor_matches_cbor2_canonical(value: object) -> None:
     assert canonical_cbor(value) == cbor2.dumps(value, canonical=True)
 
 
-# ------------------------------------------------------------------------------- §2.3 vectors
+# ------------------------------------------------------------ the llm-d router's test vectors
 
 ROOT_V1 = 17515353698173365712
 
