@@ -42,7 +42,7 @@ def seq8(n: int) -> bytes:
     return n.to_bytes(8, "big")
 
 
-def test_independent_hashes_reproduce_the_spec_vectors() -> None:
+def test_independent_hashes_reproduce_the_router_vectors() -> None:
     """The test's own CBOR + FNV-1a-64 (used as the oracle below) reproduces the llm-d
     router's test vectors."""
     root_payload = cbor([fnv1a64(b""), None, "test-model"])
