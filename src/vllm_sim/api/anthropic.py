@@ -24,7 +24,7 @@ from vllm_sim.api.conversation import (
 from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.api.streaming import named_event
 from vllm_sim.api.tools import ToolChoice, ToolChoiceMode, parse_tools, plan_tools, tool_candidates
-from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
@@ -41,9 +41,9 @@ _ERROR_TYPES = {
 }
 # A cache-threshold refusal reads as max_tokens: output stopped before it began.
 _STOP_REASONS = {
-    FinishReason.TOOL_CALLS: "tool_use",
-    FinishReason.LENGTH: "max_tokens",
-    FinishReason.CACHE_THRESHOLD: "max_tokens",
+    Finish.TOOL_CALLS: "tool_use",
+    Finish.LENGTH: "max_tokens",
+    Finish.CACHE_THRESHOLD: "max_tokens",
 }
 
 

@@ -20,7 +20,7 @@ from vllm_sim.api.tools import (
     probe_schema,
     tool_candidates,
 )
-from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.toolcalls import ToolCallOutput, ToolPlan
 from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
@@ -120,14 +120,14 @@ def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[s
 def _choice(seq: Sequence, top: int) -> dict[str, Any]:
     if seq.tool_calls is not None:
         return _tool_call_choice(seq, seq.tool_calls)
-    if seq.finish_reason == FinishReason.CACHE_THRESHOLD:
+    if seq.finish_reason == Finish.CACHE_THRESHOLD:
         # Refused before generating: no content at all, not even an empty one.
         message = {"role": "assistant"}
         return {
             "index": seq.index,
             "message": message,
             "logprobs": None,
-            "finish_reason": FinishReason.CACHE_THRESHOLD,
+            "finish_reason": Finish.CACHE_THRESHOLD,
         }
     pieces = seq.output_pieces
     content: str | list[dict[str, object]] = "".join(pieces)
@@ -193,7 +193,7 @@ class ChatChunks(OpenAIChunks):
     BODY_KEY = b'"delta"'
 
     def opening(self, seq: Sequence) -> bytes:
-        if seq.finish_reason == FinishReason.CACHE_THRESHOLD:
+        if seq.finish_reason == Finish.CACHE_THRESHOLD:
             return b""  # a refused choice is one finish chunk, nothing before it
         return self._chunk(seq, b'{"role":"assistant","content":""}', b"null", b"null")
 
@@ -230,7 +230,7 @@ class ChatChunks(OpenAIChunks):
         return msgspec.json.encode(chat_logprobs([pieces[i]], i, self._top))
 
     def finish(self, seq: Sequence) -> bytes:
-        done = self._chunk(seq, b"{}", b"null", json_str(seq.finish_reason or FinishReason.STOP))
+        done = self._chunk(seq, b"{}", b"null", json_str(seq.finish_reason or Finish.STOP))
         if not seq.request.with_image:
             return done
         image = self._chunk(seq, _IMAGE_DELTA, b"null", b"null")

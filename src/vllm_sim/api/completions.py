@@ -11,7 +11,7 @@ from vllm_sim.api.context import ApiContext
 from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
 from vllm_sim.api.logprobs import check_logprobs_count, completion_logprobs
 from vllm_sim.api.streaming import OpenAIChunks, json_str, openai_object
-from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.engine.tokenizer import Tokenizer
@@ -132,4 +132,4 @@ class CompletionChunks(OpenAIChunks):
         return b"".join(parts)
 
     def finish(self, seq: Sequence) -> bytes:
-        return self._chunk(seq, b'""', b"null", json_str(seq.finish_reason or FinishReason.STOP))
+        return self._chunk(seq, b'""', b"null", json_str(seq.finish_reason or Finish.STOP))

@@ -68,11 +68,16 @@ class ApiContext:
     request_ids: RequestIds
     failures: FailureInjector
     images: ImageEmission
+    # Read on every request, so copied out of the settings once.
     _served: frozenset[str] = field(init=False)
+    _display_model: str = field(init=False)
+    _echo_request_id: bool = field(init=False)
     _pod_headers: Headers = field(init=False)
 
     def __post_init__(self) -> None:
         self._served = frozenset(self.settings.served_model_names)
+        self._display_model = self.settings.display_model
+        self._echo_request_id = self.settings.echo_request_id
         self._pod_headers = list(self.settings.pod_headers)
 
     def resolve_model(self, name: str | None) -> str:
@@ -81,7 +86,7 @@ class ApiContext:
         A missing model means the default one, as in vLLM.
         """
         if not name or name in self._served:
-            return self.settings.display_model
+            return self._display_model
         if name in self.engine.loras:
             return name  # an adapter keeps its own name in answers, metrics and KV events
         raise RequestError(404, f"The model `{name}` does not exist.", param="model")
@@ -90,12 +95,12 @@ class ApiContext:
         """The request's id, made once: the client's X-Request-Id if echoed, else a new one."""
         if request.request_id is not None:
             return request.request_id
-        given = request.header(b"x-request-id") if self.settings.echo_request_id else None
+        given = request.header(b"x-request-id") if self._echo_request_id else None
         request.request_id = given or self.request_ids.next()
         return request.request_id
 
     def response_headers(self, request_id: str) -> Headers:
         """Pod headers, and X-Request-Id when --enable-request-id-headers is on."""
-        if not self.settings.echo_request_id:
+        if not self._echo_request_id:
             return self._pod_headers
         return [*self._pod_headers, (b"x-request-id", request_id.encode())]

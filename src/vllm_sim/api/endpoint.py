@@ -75,15 +75,17 @@ class Options:
     ) -> Options:
         """The knobs of an OpenAI-style body, whose shared fields have the same names."""
         stream_options = body.stream_options
+        usage = stream_options is not None and bool(stream_options.include_usage)
+        # Positional: this runs on every request, and keywords cost more.
         return cls(
             max_tokens,
             max_tokens_field,
-            stream=bool(body.stream),
-            ignore_eos=bool(body.ignore_eos),
-            n=n,
-            include_usage=stream_options is not None and bool(stream_options.include_usage),
-            transfer=body.kv_transfer_params,
-            cache_hit_threshold=cache_hit_threshold,
+            bool(body.stream),
+            bool(body.ignore_eos),
+            n,
+            usage,
+            body.kv_transfer_params,
+            cache_hit_threshold,
         )
 
 

@@ -32,7 +32,7 @@ from vllm_sim.api.tools import (
     probe_schema,
     tool_candidates,
 )
-from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
@@ -247,7 +247,7 @@ class ResponseShape:
     ) -> dict[str, Any]:
         body = self.body
         incomplete = (
-            seq is not None and seq.finish_reason == FinishReason.LENGTH and seq.tool_calls is None
+            seq is not None and seq.finish_reason == Finish.LENGTH and seq.tool_calls is None
         )
         status = status or ("incomplete" if incomplete else "completed")
         return {
@@ -311,7 +311,7 @@ def output_item(seq: Sequence, shape: ResponseShape, done: bool) -> dict[str, An
             "status": status,
         }
     content = [_text_part(seq, shape, "".join(seq.output_pieces))] if done else []
-    if done and seq.finish_reason == FinishReason.LENGTH:
+    if done and seq.finish_reason == Finish.LENGTH:
         status = "incomplete"
     return {
         "type": "message",

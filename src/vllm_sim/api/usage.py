@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.sequence import Sequence
 
 
@@ -37,7 +37,7 @@ def usage_of(sequences: list[Sequence]) -> Usage:
         seq = sequences[0]
         first = seq.prompt.first_hit
         hit = seq.cached_tokens if first is None else first
-        refused = seq.finish_reason == FinishReason.CACHE_THRESHOLD
+        refused = seq.finish_reason == Finish.CACHE_THRESHOLD
         return Usage(seq.prompt_tokens, seq.completion_tokens, None if refused else hit)
     seen: set[int] = set()
     prompt = hits = 0
@@ -48,5 +48,5 @@ def usage_of(sequences: list[Sequence]) -> Usage:
             first = seq.prompt.first_hit
             hits += seq.cached_tokens if first is None else first
     completion = sum(seq.completion_tokens for seq in sequences)
-    refused = any(seq.finish_reason == FinishReason.CACHE_THRESHOLD for seq in sequences)
+    refused = any(seq.finish_reason == Finish.CACHE_THRESHOLD for seq in sequences)
     return Usage(prompt, completion, None if refused else hits)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from vllm_sim.engine.errors import EngineError, Refusal
-from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.echo import echo_token_ids, echo_tokens
 from vllm_sim.engine.generation.lengths import response_length
 from vllm_sim.engine.generation.sentences import SentenceBank
@@ -69,14 +69,14 @@ class ContentSource:
         )
         seq.output_ids, seq.output_pieces = self._bank.generate(self._rng, length)
         max_len = request.max_tokens if request.max_tokens is not None else limit
-        seq.finish_reason = FinishReason.LENGTH if length >= max_len else FinishReason.STOP
+        seq.finish_reason = Finish.LENGTH if length >= max_len else Finish.STOP
 
     def _placeholder_output(self, seq: Sequence) -> None:
         """An encoder-only node produces no text: `max_tokens` copies of `!`, cut by length."""
         ids, pieces = self.tokenizer.tokenize("!")
         count = seq.request.max_tokens or 1
         seq.output_ids, seq.output_pieces = ids * count, pieces * count
-        seq.finish_reason = FinishReason.LENGTH
+        seq.finish_reason = Finish.LENGTH
 
     def _echo(self, seq: Sequence) -> None:
         prompt = seq.prompt
@@ -87,7 +87,7 @@ class ContentSource:
         # Echo repeats the whole prompt; max_tokens only decides the finish reason.
         max_tokens = seq.request.max_tokens
         long_enough = max_tokens is not None and len(seq.output_ids) >= max_tokens
-        seq.finish_reason = FinishReason.LENGTH if long_enough else FinishReason.STOP
+        seq.finish_reason = Finish.LENGTH if long_enough else Finish.STOP
 
     def _tool_calls(self, seq: Sequence, plan: ToolPlan) -> bool:
         """Fills the sequence with tool calls; False when it is to answer in text."""
@@ -98,7 +98,7 @@ class ContentSource:
         seq.tool_calls = made.calls
         seq.call_starts = frozenset(call.start for call in made.calls[1:])
         seq.extra_completion_tokens = TOOL_CALL_OVERHEAD * len(made.calls)
-        seq.finish_reason = FinishReason.TOOL_CALLS
+        seq.finish_reason = Finish.TOOL_CALLS
         return True
 
     def _arguments(self, schema: Mapping[str, Any], name: str) -> str:
@@ -109,7 +109,7 @@ class ContentSource:
         ids, pieces = self.tokenizer.tokenize(arguments_json(value))
         limit = seq.request.max_tokens or max_model_len - seq.prompt_tokens
         # Like a real model, a JSON answer that does not fit is cut off, mid-value.
-        seq.finish_reason = FinishReason.LENGTH if len(ids) > limit else FinishReason.STOP
+        seq.finish_reason = Finish.LENGTH if len(ids) > limit else Finish.STOP
         seq.output_ids, seq.output_pieces = ids[:limit], pieces[:limit]
 
     def _synthesize(self, schema: object, what: str, param: str) -> object:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from vllm_sim.engine.clock import LoopScheduler, Scheduler, TimerHandle
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.errors import EngineError, Refusal, RequestAborted
-from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.kvcache.cache import Lora
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencyModel, LatencySettings
@@ -255,7 +255,7 @@ class Engine:
             self._fail(seq, EngineError(Refusal.INTERNAL, "Internal server error"))
             return
         if seq.request.do_remote_decode:
-            seq.finish_reason = FinishReason.REMOTE_DECODE  # the decode node continues this one
+            seq.finish_reason = Finish.REMOTE_DECODE  # the decode node continues this one
         # Prefix-cache hits (seq.cached_tokens) are looked up here, before the TTFT.
         # The sequence keeps the latency model it started under: a config update applies
         # to later requests, never to half of one.
@@ -297,7 +297,7 @@ class Engine:
 
     def _refuse_by_threshold(self, seq: Sequence, now: float) -> None:
         """Answers at once, with no tokens: the router should send it elsewhere."""
-        seq.finish_reason = FinishReason.CACHE_THRESHOLD
+        seq.finish_reason = Finish.CACHE_THRESHOLD
         self.observer.sequence_started(seq)
         self._finish(seq, now)
 

@@ -13,7 +13,7 @@ import time
 from bisect import bisect_left
 from collections import Counter
 
-from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.sequence import Sequence
 from vllm_sim.metrics.catalogue import VllmMetrics
@@ -21,7 +21,7 @@ from vllm_sim.metrics.families import HistogramSeries
 
 ABORT = "abort"
 # vLLM's engine ends a tool-calling turn as `stop`; the API layer alone says `tool_calls`.
-_ENGINE_REASON = {FinishReason.TOOL_CALLS: FinishReason.STOP}
+_ENGINE_REASON = {Finish.TOOL_CALLS: Finish.STOP}
 
 
 def _observe(series: HistogramSeries, value: float) -> None:
@@ -58,7 +58,7 @@ class MetricsRecorder(EngineObserver):
         self._request_tpot = metrics.request_tpot.labels(model)
         self._success = {
             reason: metrics.request_success.labels(model, reason)
-            for reason in (FinishReason.STOP, FinishReason.LENGTH, ABORT)
+            for reason in (Finish.STOP, Finish.LENGTH, ABORT)
         }
 
     def sequence_queued(self, seq: Sequence) -> None:
@@ -88,7 +88,7 @@ class MetricsRecorder(EngineObserver):
 
     def sequence_finished(self, seq: Sequence) -> None:
         self._lora_ended(seq)
-        reason = seq.finish_reason or FinishReason.STOP
+        reason = seq.finish_reason or Finish.STOP
         self._record_end(seq, _ENGINE_REASON.get(reason, reason), seq.completion_tokens)
 
     def sequence_aborted(self, seq: Sequence) -> None:

@@ -18,7 +18,7 @@ from vllm_sim.api.errors import http_error
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import QUEUE_FULL, Engine, EngineLimits
 from vllm_sim.engine.errors import EngineError, Refusal, RequestAborted
-from vllm_sim.engine.finish import FinishReason
+from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
@@ -38,7 +38,7 @@ class FixedContent(ContentSource):
     def generate(self, seq: Sequence, max_model_len: int) -> None:
         seq.output_ids = list(range(self.tokens))
         seq.output_pieces = [f"t{i} " for i in range(self.tokens)]
-        seq.finish_reason = FinishReason.LENGTH
+        seq.finish_reason = Finish.LENGTH
 
 
 def make_engine(
