@@ -13,6 +13,10 @@ from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import Headers, HttpRequest
 
+# A client's X-Request-Id is copied into every chunk of a stream; a longer one is refused
+# rather than multiplied (ids are uuids in practice: 36 characters).
+MAX_REQUEST_ID_LENGTH = 256
+
 
 class RequestIds:
     """Request ids as the reference makes them: uuid5 of "<seed>-<port>-<counter>".
@@ -96,6 +100,10 @@ class ApiContext:
         if request.request_id is not None:
             return request.request_id
         given = request.header(b"x-request-id") if self._echo_request_id else None
+        if given is not None and len(given) > MAX_REQUEST_ID_LENGTH:
+            request.request_id = self.request_ids.next()  # what the refusal is answered under
+            message = f"X-Request-Id is longer than {MAX_REQUEST_ID_LENGTH} characters"
+            raise RequestError(400, message)
         request.request_id = given or self.request_ids.next()
         return request.request_id
 

@@ -129,3 +129,17 @@ def test_flag_off_ignores_the_header_and_makes_uuid5_ids() -> None:
         assert len(set(ids)) == 3
         expected = [uuid.uuid5(uuid.NAMESPACE_URL, f"42-{sim.port}-{i}") for i in range(3)]
         assert ids == [f"chatcmpl-{expected[0]}", f"cmpl-{expected[1]}", f"cmpl-{expected[2]}"]
+
+
+@pytest.mark.parametrize(("path", "stream"), CASES)
+def test_an_overlong_request_id_is_refused_not_copied(
+    client: httpx.Client, path: str, stream: bool
+) -> None:
+    # A 1 MB id would otherwise be copied into every chunk of the stream.
+    headers = {"X-Request-Id": "x" * 1_000_000}
+    response = post(client, path, _request(path, stream), headers=headers)
+    assert_openai_error(response, 400, "X-Request-Id is longer than 256 characters")
+    assert len(response.content) < 1000
+    assert re.fullmatch(UUID_RE, response.headers["x-request-id"])
+    fits = {"X-Request-Id": "y" * 256}
+    assert post(client, path, _request(path, stream), headers=fits).status_code == 200
