@@ -52,10 +52,16 @@ def _last_key_wins(body: bytes) -> bytes | None:
         return result
 
     try:
-        value = json.loads(body, object_pairs_hook=pairs)
+        value = json.loads(body, object_pairs_hook=pairs, parse_constant=_no_constant)
+        return msgspec.json.encode(value) if found else None
     except (ValueError, RecursionError):
+        # Python's reader is laxer than JSON: a lone surrogate (which cannot be encoded
+        # again) or NaN must not slip through the second look.
         return None
-    return msgspec.json.encode(value) if found else None
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
 
 
 def json_kind(value: object) -> str:
