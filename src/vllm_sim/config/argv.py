@@ -152,7 +152,8 @@ class _Walker:
             while end < len(self.argv) and not self.argv[end].startswith("--"):
                 end += 1
             texts = tuple(item for item in self.argv[self.index + 1 : end] if item)
-        if setting.kind.needs_value and not texts:
+        # A repeatable flag (--api-key) given nothing must not quietly mean "no key".
+        if (setting.kind.needs_value or setting.repeatable) and not texts:
             return self._stop(f"flag needs an argument: --{setting.key}")
         if setting.key not in self.lists_seen:  # later occurrences are ignored, as in the reference
             self.lists_seen.add(setting.key)
