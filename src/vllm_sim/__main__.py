@@ -50,7 +50,7 @@ def serve_rank(cfg: Config, port: int, rank: int) -> int:
         print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)
         return 2
     try:
-        serve(build_instance(cfg, port, rank), "0.0.0.0", tls)
+        serve(build_instance(cfg, port, rank), cfg.host, tls)
     finally:
         if tls is not None:
             tls.close()

@@ -35,18 +35,22 @@ class SimServer:
         model: str = "test-model",
         port: int | None = None,
         https: bool = False,
+        host: str = "127.0.0.1",
     ) -> None:
         self.port = port or free_port()
+        self.host = host  # where the tests reach it (give --host in `args` to bind elsewhere)
         self.scheme = "https" if https else "http"
         self.model = model
         self.args = ["--model", model, "--port", str(self.port), "--seed", "42", *args]
-        self.env = {**os.environ, **(env or {})}
+        # A key in the developer's own environment must not lock the tests out.
+        inherited = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
+        self.env = {**inherited, **(env or {})}
         self.process: subprocess.Popen[bytes] | None = None
         self.log: IO[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     @property
     def openai_url(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from vllm_sim.api import capabilities, embeddings, lora, models, render, tokenize
@@ -17,11 +18,56 @@ from vllm_sim.api.health import Readiness, health, metrics_handler, readiness_ha
 from vllm_sim.api.pipeline import generation_handler
 from vllm_sim.api.responses import ResponsesEndpoint
 from vllm_sim.api.sleep import sleep_handlers
+from vllm_sim.http.access import Guard, KeyRing, control_guard, key_guard
 from vllm_sim.http.app import Route
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest
 from vllm_sim.metrics.exposition import Registry
 
 ApiHandler = Callable[[ApiContext, HttpRequest], Awaitable[AnyResponse]]
+
+# Open to anyone whatever the keys, as in vLLM: probes and scrapers carry no key.
+OPEN_PATHS = frozenset({"/health", "/health/ready", "/metrics"})
+# What changes the server rather than asks it something.
+CONTROL_PATHS = frozenset(
+    {
+        "/admin/config",
+        "/fake_metrics",
+        "/v1/load_lora_adapter",
+        "/v1/unload_lora_adapter",
+        "/sleep",
+        "/wake_up",
+        "/is_sleeping",
+    }
+)
+ADMIN_PATHS = frozenset({"/admin/config", "/fake_metrics"})  # gone with --disable-admin
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Who may call what: `api_keys` (--api-key, VLLM_API_KEY) guard every route but the
+    open ones; `admin_key` (--admin-api-key) replaces them on the control routes;
+    `disable_admin` removes /admin/config and /fake_metrics."""
+
+    api_keys: tuple[str, ...] = ()
+    admin_key: str = ""
+    disable_admin: bool = False
+
+    def guard(self, path: str, x_api_key: bool = False) -> Guard | None:
+        """The guard of one route, decided once at start-up."""
+        if path in OPEN_PATHS:
+            return None
+        if path in CONTROL_PATHS:
+            keys = (self.admin_key,) if self.admin_key else self.api_keys
+            return control_guard(KeyRing(keys) if keys else None)
+        return key_guard(KeyRing(self.api_keys), x_api_key) if self.api_keys else None
+
+    def secure(self, route: Route) -> Route:
+        guard = self.guard(route.path, route.path == "/v1/messages")
+        if guard is None:
+            return route
+        return Route(
+            route.path, route.methods, route.refuses_when_draining, guard, route.error_body
+        )
 
 
 def generation_endpoints() -> list[Endpoint[Any]]:
@@ -49,14 +95,15 @@ def build_routes(
     control: RuntimeControl,
     dev_mode: bool = False,
     sleep_mode: bool = False,
+    access: Access = Access(),  # frozen: one shared default is safe
 ) -> list[Route]:
-    """Every route; `dev_mode` adds the sleep endpoints, which answer 400 unless
-    `sleep_mode` (--enable-sleep-mode)."""
+    """Every route, guarded as `access` says; `dev_mode` adds the sleep endpoints, which
+    answer 400 unless `sleep_mode` (--enable-sleep-mode)."""
     show_config, update_config, update_fake_metrics = admin_handlers(control)
     routes = [
         # Generation endpoints refuse new work while the server drains for shutdown.
         *(
-            Route(e.path, {"POST": generation_handler(ctx, e)}, True)
+            Route(e.path, {"POST": generation_handler(ctx, e)}, True, error_body=e.error_body)
             for e in generation_endpoints()
         ),
         Route("/v1/completions/render", {"POST": _bind(ctx, render.render_completion)}),
@@ -69,9 +116,12 @@ def build_routes(
         Route("/health", {"GET": health}),
         Route("/health/ready", {"GET": readiness_handler(readiness)}),
         Route("/metrics", {"GET": metrics_handler(registry)}),
-        Route("/admin/config", {"GET": show_config, "POST": update_config}),
-        Route("/fake_metrics", {"POST": update_fake_metrics}),
     ]
+    if not access.disable_admin:
+        routes += [
+            Route("/admin/config", {"GET": show_config, "POST": update_config}),
+            Route("/fake_metrics", {"POST": update_fake_metrics}),
+        ]
     if not ctx.settings.mm_encoder_only:  # an encoder-only node embeds images, not text
         routes.append(Route("/v1/embeddings", {"POST": _bind(ctx, embeddings.handle)}))
     if dev_mode:  # vLLM serves these in dev mode only (VLLM_SERVER_DEV_MODE=1)
@@ -81,4 +131,4 @@ def build_routes(
             Route("/wake_up", {"POST": wake_up}),
             Route("/is_sleeping", {"GET": is_sleeping}),
         ]
-    return routes
+    return [access.secure(route) for route in routes]

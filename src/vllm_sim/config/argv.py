@@ -152,13 +152,23 @@ class _Walker:
             while end < len(self.argv) and not self.argv[end].startswith("--"):
                 end += 1
             texts = tuple(item for item in self.argv[self.index + 1 : end] if item)
-        if setting.kind.needs_value and not texts:
+        # A repeatable flag (--api-key) given nothing must not quietly mean "no key".
+        if (setting.kind.needs_value or setting.repeatable) and not texts:
             return self._stop(f"flag needs an argument: --{setting.key}")
         if setting.key not in self.lists_seen:  # later occurrences are ignored, as in the reference
             self.lists_seen.add(setting.key)
             self._record(setting, texts=texts)
+        elif setting.repeatable:  # ... except for flags meant to be repeated (--api-key)
+            self._extend(setting, texts)
         self.collected_until = max(self.collected_until, end)
         self.index += 1
+
+    def _extend(self, setting: Setting, texts: tuple[str, ...]) -> None:
+        occurrences = self.result.occurrences
+        for index, occurrence in enumerate(occurrences):
+            if occurrence.setting is setting:
+                occurrences[index] = Occurrence(setting, texts=occurrence.texts + texts)
+                return
 
     def _short(self, item: str) -> None:
         letter, rest = item[1], item[2:]

@@ -87,6 +87,7 @@ class Setting:
     shorthand: str | None = None
     default_factory: Callable[[], Any] | None = None
     default_doc: str | None = None  # shown instead of a computed default
+    repeatable: bool = False  # a list flag whose later occurrences add to the first
 
     def initial(self) -> Any:
         return self.default_factory() if self.default_factory else self.default
@@ -108,6 +109,14 @@ def env_only(key: str, kind: Kind, default: Any, help: str, json_key: str, env: 
     attr = key.replace("-", "_")
     return Setting(
         key, kind, default, Group.ENVIRONMENT, help, attr, json_key, cli=False, yaml=False, env=env
+    )
+
+
+def secret(key: str, kind: Kind, default: Any, help: str, **extra: Any) -> Setting:
+    """A flag never shown: not in GET /admin/config, not in YAML, not in `--help` defaults."""
+    attr = key.replace("-", "_")
+    return Setting(
+        key, kind, default, Group.SERVER, help, attr, None, yaml=False, default_doc="", **extra
     )
 
 
@@ -272,6 +281,15 @@ SETTINGS: tuple[Setting, ...] = (
                           "got {value}"),)),
     flag("enable-request-id-headers", BOOL, False, S, "Echo X-Request-Id in responses"),
     flag("log-http", BOOL, False, S, "Log every HTTP request"),
+    flag("host", STRING, "0.0.0.0", S, "Address to bind (e.g. 127.0.0.1 for this machine only)"),
+    secret("api-key", STRINGS, (),
+           "Keys accepted as `Authorization: Bearer KEY` on the API routes (several: repeat "
+           "the flag or list them); /health, /health/ready and /metrics stay open",
+           env=EnvVar("VLLM_API_KEY", EnvRule.OVER_YAML, lambda s: (s,)), repeatable=True),
+    secret("admin-api-key", STRING, "",
+           "Key the control endpoints (/admin/config, /fake_metrics, LoRA loading, sleep) "
+           "require instead of --api-key"),
+    flag("disable-admin", BOOL, False, S, "Remove /admin/config and /fake_metrics (404)"),
     flag("disable-log-stats", BOOL, False, S,
          "Record no request metrics (vLLM's flag); /metrics keeps the scheduler gauges"),
     flag("startup-duration", DURATION, 0, S, "/health/ready answers 503 for this long"),

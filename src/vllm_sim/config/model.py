@@ -31,6 +31,10 @@ class Config:
     disable_log_stats: bool
     startup_duration: int
     enable_sleep_mode: bool
+    host: str
+    api_key: tuple[str, ...]
+    admin_api_key: str
+    disable_admin: bool
     # Model
     model: str
     served_model_name: tuple[str, ...]

@@ -8,9 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_sim.errors import RequestError
+from vllm_sim.http.access import Guard
 from vllm_sim.http.messages import (
+    JSON,
     AnyResponse,
     Handler,
+    Headers,
     HttpRequest,
     Response,
     StreamingResponse,
@@ -23,6 +26,7 @@ log = logging.getLogger("vllm_sim.server")
 Scope = dict[str, Any]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
+ErrorRenderer = Callable[[RequestError], bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +35,11 @@ class Route:
     methods: dict[str, Handler]
     # Generation endpoints refuse new work while the server drains for shutdown.
     refuses_when_draining: bool = False
+    # Who may call it (API key, control checks); runs before the body is read. None: anyone.
+    guard: Guard | None = None
+    # The envelope of every error answered on this route (and on unknown paths below it),
+    # the kernel's own 401/404/405/413/415/500/503 included.
+    error_body: ErrorRenderer = error_body
 
     @property
     def allow_header(self) -> bytes:
@@ -54,31 +63,47 @@ class App:
             return  # lifespan is off; websockets are not served
         route = self._routes.get(scope["path"])
         if route is None:
-            await _send(send, error_response(RequestError(404, "Not Found")))
+            await _send(send, self._not_found(scope["path"]))
             return
         method: str = scope["method"]
         handler = route.methods.get(method)
         if handler is None:
             await _send(send, _method_response(route, method))
             return
+        guard = route.guard
+        if guard is not None:
+            refusal = guard(method, scope["headers"])
+            if refusal is not None:
+                await _send(send, _error(route, refusal))  # uvicorn drops the unread body
+                return
         try:
             body = await self._read_body(scope, receive)
         except _BodyTooLarge:
             limit_mb = self.max_body_bytes // (1024 * 1024)
             message = f"Request body exceeds the {limit_mb} MB limit (max-request-body-size-mb)"
             error = RequestError(413, message)
-            await _send(send, error_response(error, [(b"connection", b"close")]))
+            await _send(send, _error(route, error, [(b"connection", b"close")]))
             return
         if self.draining and route.refuses_when_draining:
-            await _send(send, error_response(RequestError(503, "server is shutting down")))
+            await _send(send, _error(route, RequestError(503, "server is shutting down")))
             return
         server = scope.get("server")
         port = server[1] if server else 0
         request = HttpRequest(
             method, scope["path"], scope["query_string"], scope["headers"], body, receive, port
         )
-        response = await _call(handler, request)
+        response = await _call(handler, request, route)
         await _send(send, response)
+
+    def _not_found(self, path: str) -> Response:
+        """404, in the envelope of the route the path lies under (/v1/messages/x: Anthropic's)."""
+        error = RequestError(404, "Not Found")
+        owner = max(
+            (r for r in self._routes.values() if path.startswith(r.path + "/")),
+            key=lambda r: len(r.path),
+            default=None,
+        )
+        return error_response(error) if owner is None else _error(owner, error)
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
         limit = self.max_body_bytes
@@ -106,17 +131,21 @@ def _method_response(route: Route, method: str) -> Response:
     if method == "OPTIONS":
         return Response(200, b"", b"text/plain; charset=utf-8", [allow])
     error = RequestError(405, "Method Not Allowed")
-    return Response(405, error_body(error), headers=[allow])
+    return Response(405, route.error_body(error), headers=[allow])
 
 
-async def _call(handler: Handler, request: HttpRequest) -> AnyResponse:
+def _error(route: Route, error: RequestError, headers: Headers | None = None) -> Response:
+    return Response(error.status, route.error_body(error), JSON, headers or [])
+
+
+async def _call(handler: Handler, request: HttpRequest, route: Route) -> AnyResponse:
     try:
         return await handler(request)
     except RequestError as error:
-        return error_response(error)
+        return _error(route, error)
     except Exception:  # a bug must cost one request, never the server
         log.exception("unhandled error serving %s %s", request.method, request.path)
-        return error_response(RequestError(500, "Internal server error"))
+        return _error(route, RequestError(500, "Internal server error"))
 
 
 async def _send(send: Send, response: AnyResponse) -> None:

@@ -14,7 +14,7 @@ from vllm_sim.api.context import ApiContext, RequestIds, ServingSettings
 from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.health import Readiness
 from vllm_sim.api.omni import ImageEmission
-from vllm_sim.api.routes import build_routes
+from vllm_sim.api.routes import Access, build_routes
 from vllm_sim.config import Config, FakeMetrics, project
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
@@ -95,8 +95,9 @@ def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
         background.append(driver.run)
         on_fake = driver.update
     control = RuntimeControl(cfg, engine, failures, images, on_fake)
+    access = Access(cfg.api_key, cfg.admin_api_key, cfg.disable_admin)
     routes = build_routes(
-        ctx, metrics.registry, readiness, control, cfg.vllm_dev_mode, cfg.enable_sleep_mode
+        ctx, metrics.registry, readiness, control, cfg.vllm_dev_mode, cfg.enable_sleep_mode, access
     )
     app = App(routes, cfg.max_request_body_size_mb * MB)
     return Instance(cfg, port, app, engine, readiness, control, background)

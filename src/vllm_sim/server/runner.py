@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 import socket
 import time
@@ -23,6 +24,26 @@ DRAIN_TIMEOUT = 30.0
 # process (make, timeout, a process group); a deliberate second one comes later.
 ECHO_WINDOW = 0.1
 _DRAIN_POLL = 0.01
+# Query parameters that may carry a secret; their values never reach the access log.
+_SECRET_QUERY = re.compile(
+    r"([?&](?:api[_-]?key|key|token|access[_-]?token|auth|password|secret)=)[^&#\s]*",
+    re.IGNORECASE,
+)
+
+
+def redact_query(target: str) -> str:
+    """`/v1/models?api_key=sk-1&x=2` -> `/v1/models?api_key=[REDACTED]&x=2`."""
+    return _SECRET_QUERY.sub(r"\1[REDACTED]", target) if "?" in target else target
+
+
+class RedactSecrets(logging.Filter):
+    """Rewrites uvicorn's access-log line (client, method, path?query, version, status)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            record.args = (*args[:2], redact_query(args[2]), *args[3:])
+        return True
 
 
 class SimulatorServer(uvicorn.Server):
@@ -47,7 +68,9 @@ class SimulatorServer(uvicorn.Server):
             return  # uvicorn could not bind: it has logged why, and will exit non-zero
         cfg, port = self._instance.config, self._instance.port
         scheme = "http" if self._tls is None else "https"
-        log.info("vllm-sim serving %s on %s://0.0.0.0:%d", cfg.display_model_name, scheme, port)
+        host = self.config.host
+        shown = f"[{host}]" if ":" in host else host
+        log.info("vllm-sim serving %s on %s://%s:%d", cfg.display_model_name, scheme, shown, port)
         self._instance.readiness.start()
         loop = asyncio.get_running_loop()
         self._background = [loop.create_task(run()) for run in self._instance.background]
@@ -106,5 +129,7 @@ def serve(instance: Instance, host: str, tls: TlsSetup | None = None) -> None:
         backlog=4096,
         ssl_context_factory=None if tls is None else (lambda _config, _default: tls.context),
     )
+    # uvicorn configured its loggers in Config(); the filter goes on after that.
+    logging.getLogger("uvicorn.access").addFilter(RedactSecrets())
     server = SimulatorServer(config, instance, tls)
     server.run()

@@ -70,8 +70,8 @@ def test_unknown_flags() -> None:
 
 @pytest.mark.parametrize(
     "flag",
-    ["--host", "--max-lora-rank", "--gpu-memory-utilization", "--dtype", "--trust-remote-code",
-     "--kv-events-config", "--api-key", "--uvicorn-log-level"],
+    ["--max-lora-rank", "--gpu-memory-utilization", "--dtype", "--trust-remote-code",
+     "--kv-events-config", "--uvicorn-log-level"],
 )  # fmt: skip
 def test_other_vllm_flags_are_unknown(flag: str) -> None:
     assert load_error("--model", "m", flag, "x") == f"unknown flag: {flag}"

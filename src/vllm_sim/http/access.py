@@ -1,0 +1,120 @@
+"""Who may call a route: API keys, and the checks that keep browsers off the control routes.
+
+A guard runs before the body is read and answers with the error to send, or None. Guards
+are chosen per route at start-up: a route nobody guards (no key configured) has none, so
+the request path pays nothing for a feature that is off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable, Sequence
+from urllib.parse import urlsplit
+
+from vllm_sim.errors import RequestError
+
+Headers = list[tuple[bytes, bytes]]
+# (method, headers) -> the refusal, or None to go on. Header names are lower case (ASGI).
+Guard = Callable[[str, Headers], RequestError | None]
+
+UNAUTHORIZED = "Invalid or missing API key: send it as `Authorization: Bearer <key>`"
+CROSS_ORIGIN = "Cross-origin requests to control endpoints are refused"
+NOT_JSON = "Control endpoints accept only Content-Type: application/json"
+_CROSS_SITE = frozenset({b"cross-site", b"same-site"})
+
+
+class KeyRing:
+    """Accepted keys, compared in constant time: each is hashed, so neither a key's length
+    nor the position of a first differing byte shows in the time a comparison takes."""
+
+    __slots__ = ("_digests",)
+
+    def __init__(self, keys: Sequence[str]) -> None:
+        self._digests = tuple(_digest(key.encode()) for key in keys)
+
+    def accepts(self, presented: bytes) -> bool:
+        digest = _digest(presented)
+        match = False
+        for known in self._digests:  # no early exit: every key costs the same
+            match |= hmac.compare_digest(digest, known)
+        return match
+
+
+def _digest(value: bytes) -> bytes:
+    return hashlib.sha256(value).digest()
+
+
+def _bearer(value: bytes) -> bytes | None:
+    scheme, _, token = value.strip().partition(b" ")
+    return token.strip() if scheme.lower() == b"bearer" else None
+
+
+def key_guard(keys: KeyRing, x_api_key: bool = False) -> Guard:
+    """401 unless `Authorization: Bearer <key>` (or, with `x_api_key`, the `x-api-key` header
+    Anthropic's SDK sends) carries an accepted key."""
+
+    def guard(method: str, headers: Headers) -> RequestError | None:
+        for name, value in headers:
+            if name == b"authorization":
+                token = _bearer(value)
+                if token is not None and keys.accepts(token):
+                    return None
+            elif x_api_key and name == b"x-api-key" and keys.accepts(value.strip()):
+                return None
+        return RequestError(401, UNAUTHORIZED)
+
+    return guard
+
+
+def _origin_host(origin: bytes) -> str | None:
+    """host[:port] of an Origin header, or None for `null` and anything unparseable."""
+    try:
+        parts = urlsplit(origin.decode("latin-1").strip())
+    except ValueError:
+        return None
+    return parts.netloc.lower() or None
+
+
+def cross_origin(headers: Headers) -> bool:
+    """Whether a browser sent this on behalf of another site: an Origin other than the Host
+    the request was sent to, or Sec-Fetch-Site saying so."""
+    origin: bytes | None = None
+    host = b""
+    for name, value in headers:
+        if name == b"origin":
+            origin = value
+        elif name == b"host":
+            host = value
+        elif name == b"sec-fetch-site" and value.strip().lower() in _CROSS_SITE:
+            return True
+    if origin is None:
+        return False  # not a browser's cross-origin request (they always send Origin)
+    return _origin_host(origin) != host.decode("latin-1").strip().lower()
+
+
+def _is_json(content_type: bytes) -> bool:
+    media_type = content_type.partition(b";")[0].strip().lower()
+    return media_type == b"application/json"
+
+
+def control_guard(keys: KeyRing | None) -> Guard:
+    """The control routes: the key when one is set (401), no cross-origin browser request
+    (403), and a POST body only as JSON (415). A POST without a Content-Type (no body, or a
+    script's bare bytes) is allowed: a browser's cross-site POST always carries an Origin."""
+    authorize = key_guard(keys) if keys is not None else None
+
+    def guard(method: str, headers: Headers) -> RequestError | None:
+        if authorize is not None:
+            refusal = authorize(method, headers)
+            if refusal is not None:
+                return refusal
+        if cross_origin(headers):
+            return RequestError(403, CROSS_ORIGIN)
+        if method == "POST":
+            for name, value in headers:
+                if name == b"content-type" and not _is_json(value):
+                    return RequestError(415, NOT_JSON, error_type="UnsupportedMediaTypeError")
+        return None
+
+    return guard

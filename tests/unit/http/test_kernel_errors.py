@@ -1,0 +1,131 @@
+"""The HTTP kernel answers its own errors (401/403/404/405/413/415/500/503) in the envelope
+of the route they concern, and runs a route's guard before it reads the body."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from vllm_sim.errors import RequestError
+from vllm_sim.http.access import KeyRing, control_guard, cross_origin, key_guard
+from vllm_sim.http.app import App, Route
+from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
+
+
+def custom(error: RequestError) -> bytes:
+    return json.dumps({"type": "error", "error": {"status": error.status}}).encode()
+
+
+async def ok(request: HttpRequest) -> AnyResponse:
+    return json_response({"ok": True})
+
+
+async def broken(request: HttpRequest) -> AnyResponse:
+    raise ZeroDivisionError
+
+
+def call(
+    app: App,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> tuple[int, Any, bool]:
+    """(status, decoded body, whether the app read the request body)."""
+    sent: list[dict[str, Any]] = []
+    read = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal read
+        read = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "query_string": b"",
+        "headers": headers or [],
+        "server": ("127.0.0.1", 8000),
+    }
+    asyncio.run(app(scope, receive, send))
+    payload = b"".join(m.get("body", b"") for m in sent[1:])
+    return sent[0]["status"], json.loads(payload), read
+
+
+def app(guard: Any = None) -> App:
+    routes = [
+        Route("/anth", {"POST": ok}, True, guard, custom),
+        Route("/anth/broken", {"POST": broken}, error_body=custom),
+        Route("/plain", {"POST": broken}),
+    ]
+    return App(routes, max_body_bytes=10)
+
+
+def test_a_bug_is_a_500_in_the_routes_envelope() -> None:
+    assert call(app(), "POST", "/anth/broken")[:2] == (
+        500,
+        {"type": "error", "error": {"status": 500}},
+    )
+    status, body, _ = call(app(), "POST", "/plain")
+    assert status == 500 and body["error"]["type"] == "InternalServerError"
+
+
+def test_405_413_503_and_404_below_the_route() -> None:
+    server = app()
+    assert call(server, "GET", "/anth")[:2] == (405, {"type": "error", "error": {"status": 405}})
+    too_big = [(b"content-length", b"11")]
+    assert call(server, "POST", "/anth", b"x" * 11, too_big)[1]["error"] == {"status": 413}
+    assert call(server, "POST", "/anth/nope")[1]["error"] == {"status": 404}
+    assert "message" in call(server, "POST", "/elsewhere")[1]["error"]  # OpenAI's
+    server.draining = True
+    assert call(server, "POST", "/anth")[1]["error"] == {"status": 503}
+
+
+def test_the_guard_runs_before_the_body_is_read() -> None:
+    server = app(key_guard(KeyRing(["k"]), x_api_key=True))
+    status, body, read = call(server, "POST", "/anth", b"{}")
+    assert (status, body, read) == (401, {"type": "error", "error": {"status": 401}}, False)
+    for header in ((b"authorization", b"Bearer k"), (b"x-api-key", b"k")):
+        status, _, read = call(server, "POST", "/anth", b"{}", [header])
+        assert status == 200 and read
+
+
+def test_key_ring() -> None:
+    ring = KeyRing(["alpha", "beta"])
+    assert ring.accepts(b"alpha") and ring.accepts(b"beta")
+    assert not ring.accepts(b"alph") and not ring.accepts(b"alphaa") and not ring.accepts(b"")
+    assert not KeyRing([]).accepts(b"")
+
+
+def test_x_api_key_only_where_asked() -> None:
+    assert key_guard(KeyRing(["k"]))("GET", [(b"x-api-key", b"k")]) is not None
+
+
+def test_cross_origin() -> None:
+    host = (b"host", b"localhost:8000")
+    assert not cross_origin([host])
+    assert not cross_origin([host, (b"origin", b"http://localhost:8000")])
+    assert not cross_origin([host, (b"origin", b"http://LOCALHOST:8000")])
+    assert not cross_origin([host, (b"sec-fetch-site", b"same-origin")])
+    assert not cross_origin([host, (b"sec-fetch-site", b"none")])  # typed in the address bar
+    assert cross_origin([host, (b"origin", b"http://localhost:8001")])
+    assert cross_origin([host, (b"origin", b"null")])
+    assert cross_origin([host, (b"origin", b"http://[::1")])  # unparseable
+    assert cross_origin([(b"origin", b"http://localhost:8000")])  # no Host: cannot match
+    assert cross_origin([host, (b"sec-fetch-site", b"cross-site")])
+
+
+def test_control_guard_content_types() -> None:
+    guard = control_guard(None)
+    for accepted in (b"application/json", b"Application/JSON; charset=utf-8"):
+        assert guard("POST", [(b"content-type", accepted)]) is None
+    assert guard("POST", []) is None  # no body, or a script's bare bytes
+    for refused in (b"text/plain", b"application/x-www-form-urlencoded", b"application/jsonx"):
+        error = guard("POST", [(b"content-type", refused)])
+        assert error is not None and error.status == 415
+    assert guard("GET", [(b"content-type", b"text/plain")]) is None
