@@ -56,7 +56,12 @@ async def serve(ctx: ApiContext, endpoint: Endpoint[B], request: HttpRequest) ->
     options = endpoint.options(body)
     check_options(options)
     options.include_usage = options.include_usage and endpoint.capabilities.include_usage
-    plan = endpoint.plan(ctx, body)
+    try:
+        plan = endpoint.plan(ctx, body)
+    except RecursionError:
+        # The decoder accepts deeper nesting than a protocol's own walk of the body can
+        # follow (a tool call's arguments, a schema): a client mistake, not a crash.
+        raise RequestError(400, "The request is nested too deeply") from None
     generation = _generation_request(ctx, endpoint, request, request_id, model, options, plan)
     try:
         stream = ctx.engine.submit(generation)
