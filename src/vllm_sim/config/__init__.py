@@ -27,7 +27,15 @@ Where this package deliberately differs from the reference (its bugs, fixed):
 - **YAML `fake-metrics` may set `total-prompt-tokens` / `total-generation-tokens`**; the
   reference silently ignores them in YAML.
 - **Negative fake `total-*` values are rejected**; the reference's counter panics on them.
-- **Float settings reject NaN and infinities**, which passed every range check before.
+- **Float settings reject NaN and infinities**, which passed every range check before, also
+  as JSON in `/admin/config` (`1e400` decodes to infinity).
+- **Every number has an upper bound**: durations at most 1h, `time-factor-under-load` at most
+  100, ports 1-65535 (data-parallel ports too), counts with generous ceilings, so no setting
+  can overflow the latency arithmetic or wedge the engine.
+- **ZMQ endpoints are checked**: a malformed `zmq-endpoint` or `kv-events-replay-endpoint` is
+  a configuration error instead of silently disabling KV events.
+- **Unknown YAML keys warn** (one line on stderr) and are ignored, as in the reference.
+- **`--config` is read with a 1 MiB cap**, from a regular file or a pipe only.
 - **Fake-metrics updates through `/admin/config`**: a null field, and a null `fake-metrics`,
   leave everything unchanged (the reference forgets the field or leaves fake mode), and a
   `request-success-total` update replaces the stored map instead of merging into it, so the

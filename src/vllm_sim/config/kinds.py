@@ -146,9 +146,16 @@ class FloatKind(Kind):
         raise YamlMismatch(value, self.go_type)
 
     def from_json(self, value: object) -> float:
+        # 1e400 decodes to infinity (Go: "cannot unmarshal number 1e400 ... of type float64")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise JsonMismatch(value)
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond float64
+            raise JsonMismatch(value) from None
+        if not math.isfinite(number):
+            raise JsonMismatch(value)
+        return number
 
     def show(self, value: Any) -> str:
         return format_go_float(value) if value else ""

@@ -45,7 +45,28 @@ def _format(message: str, value: object) -> str:
 
 
 def at_least(low: float, message: str) -> Rule:
-    return Rule(f"≥ {low}", message, lambda v, _: _format(message, v) if v < low else None)
+    # `not v >= low` rather than `v < low`: a NaN fails too
+    return Rule(f"≥ {low}", message, lambda v, _: None if v >= low else _format(message, v))
+
+
+def at_most(high: float, message: str, shown: str | None = None) -> Rule:
+    """An upper bound, so that absurd values cannot overflow the arithmetic they feed."""
+    return Rule(
+        f"≤ {shown or high}", message, lambda v, _: None if v <= high else _format(message, v)
+    )
+
+
+HOUR = 3_600 * 1_000_000_000  # ns
+_HOUR_TEXT = "1h"
+
+
+def hour_cap(what: str) -> Rule:
+    return at_most(HOUR, f"{what} cannot be more than {_HOUR_TEXT}", _HOUR_TEXT)
+
+
+def duration_range(what: str) -> tuple[Rule, Rule]:
+    """A latency-like duration: 0 to 1h, so no sum or load factor of it overflows a clock."""
+    return not_negative(f"{what} cannot be negative"), hour_cap(what)
 
 
 def between(low: float, high: float, message: str) -> Rule:
@@ -53,6 +74,10 @@ def between(low: float, high: float, message: str) -> Rule:
         return None if low <= value <= high else _format(message, value)
 
     return Rule(f"{low}–{high}", message, check)
+
+
+def port_range(message: str) -> Rule:
+    return between(1, 65535, message)
 
 
 def one_of(choices: tuple[object, ...], message: str) -> Rule:
@@ -147,6 +172,63 @@ REFRESH_INTERVAL = Rule(
         if c.fake_metrics is not None and v <= 0
         else None
     ),
+)
+
+
+def _max_rank(cfg: Config) -> int:
+    """The highest data-parallel rank this command serves (ports are offset by it)."""
+    rank = cfg.data_parallel_rank
+    return rank if rank >= 0 else cfg.data_parallel_size - 1
+
+
+DATA_PARALLEL_PORTS = Rule(
+    "--port + size - 1 ≤ 65535",
+    "data parallel ports (port + data-parallel-size - 1) cannot exceed 65535",
+    lambda v, c: (
+        "data parallel ports (port + data-parallel-size - 1) cannot exceed 65535"
+        if c.data_parallel_rank < 0 and c.port + v - 1 > 65535
+        else None
+    ),
+)
+
+_TCP_ENDPOINT = re.compile(r"tcp://(?P<host>\S+):(?P<port>[^:\]]*)", re.ASCII)
+_NAMED_ENDPOINT = re.compile(r"(?:ipc|inproc)://\S+", re.ASCII)
+
+
+def _zmq_endpoint_error(flag: str, endpoint: str, cfg: Config, bind: bool) -> str | None:
+    """Why `endpoint` cannot be used (None if it can, or is empty: no endpoint)."""
+    if not endpoint or _NAMED_ENDPOINT.fullmatch(endpoint):
+        return None
+    expected = "tcp://host:port, ipc://path or inproc://name"
+    tcp = _TCP_ENDPOINT.fullmatch(endpoint)
+    if tcp is None:
+        return f"invalid {flag} '{endpoint}': expected {expected}"
+    host, port = tcp.group("host"), tcp.group("port")
+    if host.startswith("[") != host.endswith("]"):
+        return f"invalid {flag} '{endpoint}': unbalanced brackets around the host"
+    if not bind and host == "*":
+        return f"invalid {flag} '{endpoint}': KV events are sent to a host, not to *"
+    if bind and port == "*":
+        return None  # any free port, chosen when bound
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        ports = "1-65535 or *" if bind else "1-65535"
+        return f"invalid {flag} '{endpoint}': the port must be {ports}"
+    if int(port) + max(_max_rank(cfg), 0) > 65535:
+        return f"invalid {flag} '{endpoint}': its port offset by data-parallel rank exceeds 65535"
+    return None
+
+
+ZMQ_ENDPOINT = Rule(
+    "empty, tcp://host:port, ipc://path or inproc://name",
+    "invalid zmq-endpoint '<e>': expected tcp://host:port, ipc://path or inproc://name",
+    lambda v, c: _zmq_endpoint_error("zmq-endpoint", v, c, bind=False),
+)
+
+REPLAY_ENDPOINT = Rule(
+    "empty, tcp://host:port (port may be *), ipc://path or inproc://name",
+    "invalid kv-events-replay-endpoint '<e>': expected tcp://host:port, ipc://path or "
+    "inproc://name",
+    lambda v, c: _zmq_endpoint_error("kv-events-replay-endpoint", v, c, bind=True),
 )
 
 _ENDPOINT_PORT = re.compile(r":([+-]?[0-9]+)$")

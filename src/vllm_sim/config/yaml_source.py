@@ -1,12 +1,17 @@
 """The `--config` YAML file: keys are flag names, decoded with yaml.v3's rules.
 
-Unknown keys are ignored and a null value keeps the default, as in the reference; a value of
-the wrong type fails with yaml.v3's wording plus the key, on one line.
+Unknown keys are ignored with a one-line warning on stderr (the reference warns and goes on,
+so files written for it keep loading), and a null value keeps the default; a value of the
+wrong type fails with yaml.v3's wording plus the key, on one line. The file is read only up to
+MAX_CONFIG_BYTES, and only from a regular file (or a pipe), so `--config /dev/zero` is an error
+rather than a hang.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import logging
+import os
+import stat
 from typing import Any
 
 import yaml
@@ -16,6 +21,9 @@ from .flags import YAML_KEYS
 from .kinds import YamlValue
 
 _PREFIX = "failed to unmarshal configuration: yaml: "
+MAX_CONFIG_BYTES = 1 << 20  # 1 MiB: far beyond any settings file
+
+log = logging.getLogger("vllm_sim")
 
 
 def _short_tag(tag: str) -> str:
@@ -59,7 +67,11 @@ def _settings_from(root: yaml.MappingNode, loader: yaml.SafeLoader) -> dict[str,
         setting = YAML_KEYS.get(key) if isinstance(key, str) else None
         if key is not None:
             seen[key] = line
-        if setting is None or setting.attr is None or value_node.tag.endswith(":null"):
+        if setting is None or setting.attr is None:
+            shown = key if key is not None else "(not a scalar)"
+            log.warning("WARN unknown configuration key '%s' at line %d ignored", shown, line)
+            continue
+        if value_node.tag.endswith(":null"):
             continue
         try:
             values[setting.attr] = setting.kind.from_yaml(_to_value(value_node, loader))
@@ -87,11 +99,38 @@ def parse_yaml(text: str) -> dict[str, Any]:
         loader.dispose()
 
 
-def load_yaml_file(path: str) -> dict[str, Any]:
+def _read_bounded(path: str) -> bytes:
+    """The file's bytes; a device, directory or file over MAX_CONFIG_BYTES is a ConfigError."""
+    prefix = "failed to read configuration file: "
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY)
     except OSError as error:
-        raise ConfigError(f"failed to read configuration file: {_os_reason(path, error)}") from None
+        raise ConfigError(prefix + _os_reason(path, error)) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # a pipe: `--config <(...)`
+            raise ConfigError(f"{prefix}{path} is not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as error:
+        raise ConfigError(prefix + _os_reason(path, error)) from None
+    finally:
+        os.close(fd)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{prefix}{path} is larger than {MAX_CONFIG_BYTES >> 20} MiB")
+    return b"".join(chunks)
+
+
+def load_yaml_file(path: str) -> dict[str, Any]:
+    data = _read_bounded(path)
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ConfigError(f"failed to unmarshal configuration: {error}") from None
     return parse_yaml(text)

@@ -30,11 +30,13 @@ from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 # A token whose deadline is this close is released now rather than after another timer
 # round trip: event-loop timers have millisecond granularity.
 _EARLY = 0.0005
+_NEVER = float("inf")
 
 log = logging.getLogger("vllm_sim")
 
 QUEUE_FULL = "Failed to enqueue request, waiting requests queue is full"
 SLEEPING = "The model is sleeping: POST /wake_up before sending requests"
+INTERNAL_ERROR = "Internal server error"
 
 
 class Asleep(enum.Enum):
@@ -126,9 +128,37 @@ class Engine:
         self._admit()
 
     def submit(self, request: GenerationRequest) -> RequestStream:
-        """Admits a request whole, or raises EngineError (asleep, context length, queue full)."""
+        """Admits a request whole, or raises EngineError (asleep, context length, queue full).
+
+        A bug on the way in is this request's EngineError(Refusal.INTERNAL), never a leak:
+        whatever it had taken (queue places, slots) is given back first.
+        """
         if self.asleep:
             raise EngineError(Refusal.SLEEPING, SLEEPING)
+        stream: RequestStream | None = None
+        try:
+            self._check_room(request)
+            stream = RequestStream(request, self.abort)
+            self._enqueue(stream)
+            self._admit()
+            for seq in stream.sequences:
+                # Only sequences that did not start at once have really queued: vLLM observes
+                # queue time for those alone.
+                seq.waited = seq.state is SeqState.WAITING
+        except EngineError:
+            raise
+        except Exception:
+            log.exception("admitting request %s failed", request.request_id)
+            error = EngineError(Refusal.INTERNAL, INTERNAL_ERROR)
+            if stream is not None:
+                self._drop_all(stream, aborted=False)
+                stream.fail(error)
+                self._admit()
+            raise error from None
+        return stream
+
+    def _check_room(self, request: GenerationRequest) -> None:
+        """Refuses what cannot run (context length) or wait (queue full); takes nothing."""
         if request.model in self.loras:
             request.lora = request.model
         for prompt in request.prompts:
@@ -143,7 +173,11 @@ class Engine:
         must_wait = count if self.num_waiting else max(count - free, 0)
         if must_wait and self.num_waiting + must_wait > self.limits.max_waiting_queue_length:
             raise EngineError(Refusal.QUEUE_FULL, QUEUE_FULL)
-        stream = RequestStream(request, self.abort)
+
+    def _enqueue(self, stream: RequestStream) -> None:
+        """Queues every sequence of the request; nothing starts yet."""
+        request = stream.request
+        count = len(request.prompts) * request.n
         now = self._clock()
         for p_index in range(len(request.prompts)):
             for choice in range(request.n):
@@ -154,13 +188,8 @@ class Engine:
             self._queue.append(seq)
             seq.t_enqueued = now
             self.num_waiting += 1
-            self.observer.sequence_queued(seq)
-        self._admit()
         for seq in stream.sequences:
-            # Only sequences that did not start at once have really queued: vLLM observes
-            # queue time for those alone.
-            seq.waited = seq.state is SeqState.WAITING
-        return stream
+            self.observer.sequence_queued(seq)
 
     def abort(self, stream: RequestStream) -> None:
         """Frees every slot and queue place of the stream at once."""
@@ -221,11 +250,15 @@ class Engine:
         for index, seq in enumerate(queue):
             if seq.state is not SeqState.WAITING:
                 continue
-            lora = seq.request.lora
-            if lora is not None and not self.lora_slots.can_run(lora):
+            try:
+                lora = seq.request.lora
+                if lora is not None and not self.lora_slots.can_run(lora):
+                    continue
+                if not self._kv_fits(seq):
+                    return None
+            except Exception:
+                self._crash(seq, "admitting")  # it stays queued as ABORTED, skipped when reached
                 continue
-            if not self._kv_fits(seq):
-                return None
             del queue[index]
             return seq
         return None
@@ -236,35 +269,35 @@ class Engine:
         return kv is None or not hashes or kv.cache.fits(hashes, seq.request.model)
 
     def _start(self, seq: Sequence) -> None:
+        """Gives `seq` a running slot; a failure costs its request, never the slot."""
         now = self._clock()
         seq.state = SeqState.RUNNING
         seq.t_started = now
         self.num_running += 1
-        if seq.request.lora is not None:
-            seq.lora_slot = self.lora_slots.acquire(seq.request.lora)
-        if self._look_up_prefix(seq):
-            self._refuse_by_threshold(seq, now)
-            return
         try:
+            if seq.request.lora is not None:
+                seq.lora_slot = self.lora_slots.acquire(seq.request.lora)
+            if self._look_up_prefix(seq):
+                self._refuse_by_threshold(seq, now)
+                return
             self.content.generate(seq, self.limits.max_model_len)
+            if seq.request.do_remote_decode:
+                seq.finish_reason = Finish.REMOTE_DECODE  # the decode node continues this one
+            # Prefix-cache hits (seq.cached_tokens) are looked up here, before the TTFT.
+            # The sequence keeps the latency model it started under: a config update applies
+            # to later requests, never to half of one.
+            seq.latency = self.latency
+            seq.ttft = seq.latency.time_to_first_token(
+                seq.prompt_tokens, seq.cached_tokens, seq.request.do_remote_prefill, self.load()
+            )
+            self.observer.sequence_started(seq)
+            self._advance(seq, now + seq.ttft, now)
         except EngineError as exc:
             self._fail(seq, exc)
             return
         except Exception:  # a bug must cost this request, never its slot or the server
-            log.exception("generating request %s failed", seq.request.request_id)
-            self._fail(seq, EngineError(Refusal.INTERNAL, "Internal server error"))
+            self._crash(seq, "starting")
             return
-        if seq.request.do_remote_decode:
-            seq.finish_reason = Finish.REMOTE_DECODE  # the decode node continues this one
-        # Prefix-cache hits (seq.cached_tokens) are looked up here, before the TTFT.
-        # The sequence keeps the latency model it started under: a config update applies
-        # to later requests, never to half of one.
-        seq.latency = self.latency
-        seq.ttft = seq.latency.time_to_first_token(
-            seq.prompt_tokens, seq.cached_tokens, seq.request.do_remote_prefill, self.load()
-        )
-        self.observer.sequence_started(seq)
-        self._advance(seq, now + seq.ttft, now)
         seq.stream.notify()
 
     def _look_up_prefix(self, seq: Sequence) -> bool:
@@ -342,6 +375,8 @@ class Engine:
         return latency.time_to_generate_image() if seq.request.with_image else 0.0
 
     def _schedule(self, seq: Sequence, deadline: float) -> None:
+        if not deadline < _NEVER:  # NaN or infinite: the heap and the timer need an order
+            raise ValueError(f"token deadline {deadline} is not a finite time")
         seq.deadline = deadline
         heapq.heappush(self._heap, (deadline, seq.uid, seq))
         if self._ticking:
@@ -365,16 +400,20 @@ class Engine:
                 if seq.state is not SeqState.RUNNING:
                     continue
                 before = seq.emitted
-                self._advance(seq, deadline, now)
+                try:
+                    self._advance(seq, deadline, now)
+                except Exception:  # one sequence step: a bug fails its request, not the clock
+                    self._crash(seq, "releasing tokens")
+                    continue
                 if seq.emitted != before:
                     touched.append(seq.stream)
         finally:
             self._ticking = False
+            if heap:  # armed even if the loop broke: the clock must keep running for others
+                self._timer_when = heap[0][0]
+                self._timer = self._scheduler.call_at(self._timer_when, self._tick)
         for stream in touched:
             stream.notify()
-        if heap:
-            self._timer_when = heap[0][0]
-            self._timer = self._scheduler.call_at(self._timer_when, self._tick)
 
     # ----------------------------------------------------------------- endings
     def _finish(self, seq: Sequence, now: float) -> None:
@@ -388,10 +427,12 @@ class Engine:
     def _release(self, seq: Sequence) -> None:
         """Gives back what a running sequence holds: its slot, KV blocks and LoRA slot use."""
         self.num_running -= 1
-        if self.kv is not None:
-            self.kv.cache.finish(seq.uid)
-        if seq.request.lora is not None:
-            self.lora_slots.release(seq.request.lora)
+        try:
+            if self.kv is not None:
+                self.kv.cache.finish(seq.uid)
+        finally:
+            if seq.lora_slot and seq.request.lora is not None:  # 0: never acquired one
+                self.lora_slots.release(seq.request.lora)
 
     def _lora_loaded(self, name: str) -> None:
         if self.kv is not None:
@@ -400,6 +441,11 @@ class Engine:
     def _lora_unloaded(self, name: str) -> None:
         if self.kv is not None:
             self.kv.cache.loaded_models.discard(name)
+
+    def _crash(self, seq: Sequence, stage: str) -> None:
+        """A bug while `stage`: logged once, and the request fails with a clean 500."""
+        log.exception("request %s failed while %s", seq.request.request_id, stage)
+        self._fail(seq, EngineError(Refusal.INTERNAL, INTERNAL_ERROR))
 
     def _fail(self, seq: Sequence, error: EngineError) -> None:
         """A sequence failed after admission: the whole request fails, siblings stop."""
@@ -414,15 +460,19 @@ class Engine:
         """
         now = self._clock()
         for seq in stream.sequences:
-            if seq.state is SeqState.WAITING:
+            state = seq.state
+            if state is SeqState.WAITING:
                 self.num_waiting -= 1  # its queue entry is skipped when reached
-            elif seq.state is SeqState.RUNNING:
-                self._release(seq)  # its clock entry is skipped when popped
-            else:
+            elif state is not SeqState.RUNNING:
                 continue
             seq.state = SeqState.ABORTED
             seq.t_finished = now
-            if aborted:
-                self.observer.sequence_aborted(seq)
-            else:
-                self.observer.sequence_failed(seq)
+            try:
+                if state is SeqState.RUNNING:
+                    self._release(seq)  # its clock entry is skipped when popped
+                if aborted:
+                    self.observer.sequence_aborted(seq)
+                else:
+                    self.observer.sequence_failed(seq)
+            except Exception:  # its slot and queue place are given back already
+                log.exception("releasing request %s failed", seq.request.request_id)

@@ -302,3 +302,28 @@ def test_fake_metrics_errors_are_500_and_change_nothing(
             )
         time.sleep(0.15)  # over one refresh interval
         assert scrape(client).series(RUNNING) == before
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b'{"time-factor-under-load": 1e400}',
+         "failed to unmarshal payload: json: cannot unmarshal number into Go struct field "
+         "Configuration.time-factor-under-load of type float64"),
+        (b'{"time-factor-under-load": 1e308}', "time factor under load cannot be more than 100"),
+        (b'{"time-to-first-token": "1000000h"}', "time to first token cannot be more than 1h"),
+    ],
+)  # fmt: skip
+def test_the_wedging_update_is_refused_and_the_server_keeps_serving(
+    client: httpx.Client, payload: bytes, message: str
+) -> None:
+    """The probe: an infinite factor was accepted, then every request failed with 500 and
+    kept its slot, until --max-num-seqs of them left nothing to serve with."""
+    before = get_config(client)
+    response = client.post("/admin/config", content=payload)
+    assert_openai_error(response, 400, message, error_type="BadRequestError", param=None)
+    assert "\n" not in response.json()["error"]["message"]
+    assert get_config(client) == before
+    for _ in range(before["max-num-seqs"] + 2):  # more than the slots there are
+        assert observed_ttft(client) < 0.2
+    assert scrape(client).value(RUNNING) == 0

@@ -6,6 +6,7 @@ import asyncio
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -269,3 +270,44 @@ def test_a_signal_relayed_twice_at_once_still_drains() -> None:
         assert response.status == 200
 
     assert exit_status(server, body, timeout=10) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--port", "70000"], "invalid port '70000'"),
+        (["--port", "65530", "--data-parallel-size", "8"], "data parallel ports"),
+        (["--time-factor-under-load", "1e308"], "time factor under load cannot be more than 100"),
+        (["--time-to-first-token", "1000000h"], "time to first token cannot be more than 1h"),
+        (["--enable-kvcache", "--zmq-endpoint", "bogus"], "invalid zmq-endpoint 'bogus'"),
+        (["--kv-events-replay-endpoint", "tcp://*"], "invalid kv-events-replay-endpoint"),
+        (["--config", "/dev/zero"], "/dev/zero is not a regular file"),
+    ],
+)
+def test_probe_bad_config_exits_2_with_one_line(args: list[str], line: str) -> None:
+    result = run_cli(["--model", "m", *args], env={"POD_IP": "127.0.0.1"})
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("vllm-sim: invalid configuration: ") and line in lines[0]
+
+
+def test_an_oversized_config_file_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_bytes(b"model: m\n" + b"#" * (1 << 20))
+    result = run_cli(["--config", str(path)])
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"vllm-sim: invalid configuration: failed to read configuration file: {path} is larger "
+        "than 1 MiB"
+    ]
+
+
+def test_unknown_yaml_key_warns_on_one_line_and_the_server_starts(tmp_path: Path) -> None:
+    path = tmp_path / "go.yaml"
+    path.write_text("max-num-seqs: 3\nsome-go-only-key: 7\n", encoding="utf-8")
+    with SimServer(["--config", str(path)]) as sim:
+        config = httpx.get(sim.url + "/admin/config").json()
+        assert config["max-num-seqs"] == 3
+        warnings = [line for line in sim.stderr().splitlines() if "some-go-only-key" in line]
+    assert warnings == ["WARN unknown configuration key 'some-go-only-key' at line 2 ignored"]

@@ -107,10 +107,10 @@ def test_post_durations(cfg: Config) -> None:
 
 def test_post_latency_fields(cfg: Config) -> None:
     new = update(cfg, {"time-factor-under-load": 1.5, "latency-calculator": "per-token",
-                       "prefill-overhead": "1h30m", "image-emission-rate": 10,
+                       "prefill-overhead": "45m30s", "image-emission-rate": 10,
                        "failure-types": ["rate_limit"]})  # fmt: skip
     assert new.time_factor_under_load == 1.5 and new.latency_calculator == "per-token"
-    assert new.prefill_overhead == 5_400_000 * MS
+    assert new.prefill_overhead == 2_730_000 * MS
     assert new.image_emission_rate == 10 and new.failure_types == ("rate_limit",)
     assert config_to_dict(new)["time-factor-under-load"] == 1.5
 

@@ -93,7 +93,7 @@ def test_cli_durations() -> None:
     cfg = load("--model", "m", "--time-to-first-token", "1.5s", "--inter-token-latency", "0")
     assert cfg.time_to_first_token == 1_500 * MS
     assert cfg.inter_token_latency == 0
-    assert load("--model", "m", "--prefill-overhead=1h30m").prefill_overhead == 5_400_000 * MS
+    assert load("--model", "m", "--prefill-overhead=45m30s").prefill_overhead == 2_730_000 * MS
 
 
 def test_cli_bare_integer_duration_is_an_error() -> None:

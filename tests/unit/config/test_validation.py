@@ -54,7 +54,7 @@ def test_single_field_rules(argv: list[str], message: str) -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        ["--port", "1"], ["--port", "70000"], ["--mode", "echo"],
+        ["--port", "1"], ["--port", "65535"], ["--mode", "echo"],
         ["--max-waiting-queue-length", "0"],
         ["--kv-cache-size", "0"], ["--block-size", "128"], ["--image-emission-rate", "100"],
         ["--failure-injection-rate", "0"], ["--data-parallel-size", "8"],

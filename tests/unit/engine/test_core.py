@@ -19,7 +19,8 @@ from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import QUEUE_FULL, Engine, EngineLimits
 from vllm_sim.engine.errors import EngineError, Refusal, RequestAborted
 from vllm_sim.engine.finish import Finish
-from vllm_sim.engine.latency import LatencySettings
+from vllm_sim.engine.latency import LatencyModel, LatencySettings
+from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
@@ -435,5 +436,177 @@ def test_instant_without_latency() -> None:
         await asyncio.wait_for(stream.wait_done(), 0.5)
         assert stream.sequences[0].emitted == 20 and stream.sequences[0].finished
         assert engine.open_requests == 0
+
+    run(body)
+
+
+# ----------------------------------------------------------------- a bug costs one request
+
+
+class Boom(RuntimeError):
+    pass
+
+
+class FaultyObserver(EngineObserver):
+    """Raises at the named events, for the first `times` calls of each (always when -1)."""
+
+    def __init__(self, *events: str, times: int = -1) -> None:
+        self.left = dict.fromkeys(events, times)
+
+    def _maybe_raise(self, event: str) -> None:
+        if self.left.get(event, 0) != 0:
+            self.left[event] -= 1
+            raise Boom(event)
+
+    def sequence_queued(self, seq: Sequence) -> None:
+        self._maybe_raise("sequence_queued")
+
+    def sequence_started(self, seq: Sequence) -> None:
+        self._maybe_raise("sequence_started")
+
+    def first_token(self, seq: Sequence) -> None:
+        self._maybe_raise("first_token")
+
+    def inter_tokens(self, seq: Sequence, delay: float, count: int) -> None:
+        self._maybe_raise("inter_tokens")
+
+    def sequence_finished(self, seq: Sequence) -> None:
+        self._maybe_raise("sequence_finished")
+
+    def sequence_aborted(self, seq: Sequence) -> None:
+        self._maybe_raise("sequence_aborted")
+
+    def sequence_failed(self, seq: Sequence) -> None:
+        self._maybe_raise("sequence_failed")
+
+
+def assert_internal(stream: RequestStream) -> None:
+    assert isinstance(stream.error, EngineError)
+    assert stream.error.refusal is Refusal.INTERNAL
+    error = http_error(stream.error)
+    assert error.status == 500
+
+
+async def served(engine: Engine, count: int = 3, **kwargs: int) -> None:
+    """`count` later requests, more than the slots, all run to the end."""
+    streams = [engine.submit(request(**kwargs)) for _ in range(count)]
+    await asyncio.gather(*(s.wait_done() for s in streams))
+    for s in streams:
+        assert s.error is None and s.sequences[0].finished
+    assert engine.open_requests == 0 and engine.num_running == 0
+
+
+@pytest.mark.parametrize(
+    "event", ["sequence_started", "first_token", "inter_tokens", "sequence_finished"]
+)
+def test_an_observer_that_raises_fails_only_its_request(
+    event: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=2, ttft_ms=10, itl_ms=5, tokens=4)
+        engine.observer = FaultyObserver(event, times=2)
+        first = [engine.submit(request()) for _ in range(2)]
+        await asyncio.gather(*(s.wait_done() for s in first))
+        for s in first:
+            assert_internal(s)
+        assert engine.open_requests == 0 and engine.num_running == 0
+        await served(engine)  # the slots came back and the clock still runs
+
+    run(body)
+    crashes = [r for r in caplog.records if r.exc_info and "failed while" in r.getMessage()]
+    assert len(crashes) == 2  # logged once per failed request
+
+
+def test_a_raising_queue_observer_refuses_the_request_cleanly() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=1, ttft_ms=10)
+        busy = engine.submit(request())
+        engine.observer = FaultyObserver("sequence_queued", times=1)
+        error = refusal(engine, request(n=2), Refusal.INTERNAL)
+        assert error.status == 500
+        assert engine.num_waiting == 0 and engine.num_running == 1
+        await busy.wait_done()
+        await served(engine)
+
+    run(body)
+
+
+def test_a_raising_end_observer_still_frees_the_slot() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=1, ttft_ms=10, itl_ms=10, tokens=5)
+        engine.observer = FaultyObserver("sequence_aborted")
+        running = engine.submit(request())
+        waiting = engine.submit(request())
+        running.abort()
+        assert engine.num_running == 1 and engine.num_waiting == 0  # the next one started
+        await waiting.wait_done()
+        assert waiting.error is None
+        engine.observer = FaultyObserver("sequence_started", "sequence_failed", times=1)
+        failing = engine.submit(request())
+        assert_internal(failing)
+        assert engine.open_requests == 0
+        await served(engine)
+
+    run(body)
+
+
+def test_a_latency_model_that_cannot_compute_does_not_wedge_the_engine() -> None:
+    """The probe's wedge: an infinite time factor made every TTFT NaN, and each request
+    that hit it kept its slot until none was left."""
+
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=2, ttft_ms=10, tf=float("inf"))
+        for _ in range(5):  # more than max-num-seqs
+            stream = engine.submit(request())
+            await stream.wait_done()
+            assert_internal(stream)
+            assert engine.open_requests == 0
+        engine.reconfigure(engine.limits, LatencySettings(ttft=10 * MS, max_num_seqs=2))
+        await served(engine)
+
+    run(body)
+
+
+class NeverLatency(LatencyModel):
+    """Inter-token delays no clock can arm."""
+
+    def inter_token_latency(self, running: int) -> float:
+        return float("nan")
+
+
+def test_a_deadline_that_is_not_a_time_fails_its_request_and_the_clock_runs_on() -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=2, ttft_ms=10, itl_ms=10, tokens=3)
+        good = engine.submit(request())
+        engine.latency = NeverLatency(engine.latency.settings, random.Random(0))
+        bad = engine.submit(request())
+        await asyncio.gather(good.wait_done(), bad.wait_done())
+        assert good.error is None and good.sequences[0].emitted == 3
+        assert_internal(bad)
+        assert engine.open_requests == 0
+        engine.latency = LatencyModel(engine.latency.settings, random.Random(0))
+        await served(engine)
+
+    run(body)
+
+
+def test_a_lora_bookkeeping_bug_releases_the_adapter_and_the_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def body() -> None:
+        engine = make_engine(max_num_seqs=1, ttft_ms=10)
+        req = request()
+        req.lora = "adapter"
+
+        def broken(name: str) -> bool:
+            raise Boom(name)
+
+        monkeypatch.setattr(engine.lora_slots, "can_run", broken)
+        stream = engine.submit(req)
+        await stream.wait_done()
+        assert_internal(stream)
+        monkeypatch.undo()
+        assert engine.open_requests == 0 and not engine.lora_slots.running
+        await served(engine)
 
     run(body)
