@@ -39,6 +39,15 @@ SLEEPING = "The model is sleeping: POST /wake_up before sending requests"
 INTERNAL_ERROR = "Internal server error"
 
 
+def _too_many(request: GenerationRequest, capacity: int) -> str:
+    prompts, n = len(request.prompts), request.n
+    return (
+        f"The request needs {prompts * n} sequences ({prompts} prompts x n={n}), more than the "
+        f"{capacity} that can ever be running or waiting (--max-num-seqs + "
+        "--max-waiting-queue-length)"
+    )
+
+
 class Asleep(enum.Enum):
     """What a sleeping model has freed (vLLM's sleep levels: weights and the KV cache)."""
 
@@ -158,7 +167,13 @@ class Engine:
         return stream
 
     def _check_room(self, request: GenerationRequest) -> None:
-        """Refuses what cannot run (context length) or wait (queue full); takes nothing."""
+        """Refuses what can never run (too many sequences, context length) or cannot wait
+        now (queue full); takes nothing."""
+        count = len(request.prompts) * request.n
+        capacity = self.limits.max_num_seqs + self.limits.max_waiting_queue_length
+        if count > capacity:
+            # Never admissible, so not the retryable queue-full answer.
+            raise EngineError(Refusal.INVALID, _too_many(request, capacity), "n")
         if request.model in self.loras:
             request.lora = request.model
         for prompt in request.prompts:
@@ -168,7 +183,6 @@ class Engine:
                 prompt.block_hashes = self.kv.hashes(
                     prompt.token_ids, request.model, prompt.features
                 )
-        count = len(request.prompts) * request.n
         free = self.limits.max_num_seqs - self.num_running
         must_wait = count if self.num_waiting else max(count - free, 0)
         if must_wait and self.num_waiting + must_wait > self.limits.max_waiting_queue_length:

@@ -107,6 +107,12 @@ def assert_queue_full(error: RequestError) -> None:
     assert error.error_type == "RateLimitError"
 
 
+def assert_never_fits(error: RequestError) -> None:
+    assert error.status == 400 and error.param == "n"
+    assert error.message.startswith("The request needs ")
+    assert "(--max-num-seqs + --max-waiting-queue-length)" in error.message
+
+
 def started(stream: RequestStream) -> float:
     t = stream.sequences[0].t_started
     assert t is not None
@@ -198,7 +204,8 @@ def test_multi_sequence_request_is_queued_whole_or_refused_whole() -> None:
 def test_multi_sequence_request_uses_free_slots_then_the_queue() -> None:
     async def body() -> None:
         engine = make_engine(max_num_seqs=2, queue=1, ttft_ms=50)
-        assert_queue_full(queue_full(engine, request(n=4)))  # would need 2 queue places
+        # 4 sequences can never fit 2 slots and 1 queue place: a 400, not a retryable 429.
+        assert_never_fits(refusal(engine, request(n=4), Refusal.INVALID))
         assert (engine.num_running, engine.num_waiting) == (0, 0)  # none of it started
         a = engine.submit(request(n=3))
         assert (engine.num_running, engine.num_waiting) == (2, 1)
@@ -217,7 +224,8 @@ def test_zero_queue_length_refuses_when_all_slots_busy() -> None:
         assert engine.num_waiting == 0
         await a.wait_done()
         b = engine.submit(request())  # a free slot again: accepted
-        assert_queue_full(queue_full(make_engine(max_num_seqs=1, queue=0), request(n=2)))
+        never = refusal(make_engine(max_num_seqs=1, queue=0), request(n=2), Refusal.INVALID)
+        assert_never_fits(never)
         await b.wait_done()
         assert b.error is None
 
