@@ -28,6 +28,13 @@ _load_decoder = msgspec.json.Decoder(LoadRequest)
 _unload_decoder = msgspec.json.Decoder(UnloadRequest)
 
 
+# Bounds on what clients may register, so that the registry and /v1/models stay small:
+# vLLM has none, but a shared simulator must not grow without limit.
+MAX_ADAPTERS = 1024
+MAX_NAME_LENGTH = 256
+MAX_PATH_LENGTH = 4096  # Linux's PATH_MAX
+
+
 def _text(message: str) -> Response:
     return Response(200, message.encode(), b"text/plain; charset=utf-8")
 
@@ -37,10 +44,23 @@ async def load(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     name, path = body.lora_name, body.lora_path
     if not name or not path:
         raise RequestError(400, "Both 'lora_name' and 'lora_path' must be provided.", "lora_name")
+    _check_bounds(ctx, name, path)
     if name in ctx.engine.loras or name in ctx.settings.served_model_names:
         raise RequestError(400, f"The lora adapter '{name}' has already been loaded.", "lora_name")
     ctx.engine.loras.load(name, path)
     return _text(f"Success: LoRA adapter '{name}' added successfully.")
+
+
+def _check_bounds(ctx: ApiContext, name: str, path: str) -> None:
+    if len(name) > MAX_NAME_LENGTH:
+        message = f"lora_name is longer than {MAX_NAME_LENGTH} characters"
+        raise RequestError(400, message, "lora_name")
+    if len(path) > MAX_PATH_LENGTH:
+        message = f"lora_path is longer than {MAX_PATH_LENGTH} characters"
+        raise RequestError(400, message, "lora_path")
+    if len(ctx.engine.loras.paths) >= MAX_ADAPTERS:
+        message = f"{MAX_ADAPTERS} LoRA adapters are loaded already: unload one first"
+        raise RequestError(400, message, "lora_name")
 
 
 async def unload(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
