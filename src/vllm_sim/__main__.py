@@ -50,11 +50,10 @@ def serve_rank(cfg: Config, port: int, rank: int) -> int:
         print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)
         return 2
     try:
-        serve(build_instance(cfg, port, rank), cfg.host, tls)
+        return serve(build_instance(cfg, port, rank), cfg.host, tls)
     finally:
         if tls is not None:
             tls.close()
-    return 0
 
 
 if __name__ == "__main__":

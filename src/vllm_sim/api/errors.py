@@ -9,6 +9,7 @@ _STATUS = {
     Refusal.INVALID: 400,
     Refusal.QUEUE_FULL: 429,
     Refusal.SLEEPING: 503,
+    Refusal.STOPPING: 503,
     Refusal.INTERNAL: 500,
 }
 

@@ -315,6 +315,10 @@ SETTINGS: tuple[Setting, ...] = (
          "Record no request metrics (vLLM's flag); /metrics keeps the scheduler gauges"),
     flag("startup-duration", DURATION, 0, S, "/health/ready answers 503 for this long",
          rules=(r.hour_cap("startup duration"),)),
+    flag("drain-timeout", DURATION, 30 * SECOND, S,
+         "On SIGTERM, how long in-flight requests may finish; then they are stopped with an "
+         "error and the exit status is 3",
+         rules=r.duration_range("drain timeout")),
     flag("enable-sleep-mode", BOOL, False, S, "Allow /sleep (also needs VLLM_SERVER_DEV_MODE=1)"),
     flag("mm-encoder-only", BOOL, False, E, "Encoder-only multimodal mode (no gRPC)"),
     flag("omni", BOOL, False, C, "Omni model: responses may carry generated images"),

@@ -30,6 +30,7 @@ class Config:
     log_http: bool
     disable_log_stats: bool
     startup_duration: int
+    drain_timeout: int
     enable_sleep_mode: bool
     host: str
     api_key: tuple[str, ...]

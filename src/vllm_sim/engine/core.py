@@ -461,6 +461,17 @@ class Engine:
         log.exception("request %s failed while %s", seq.request.request_id, stage)
         self._fail(seq, EngineError(Refusal.INTERNAL, INTERNAL_ERROR))
 
+    def stop_all(self, message: str) -> int:
+        """Fails every queued and running request, for a server that stops before they end:
+        each answers (an error event and [DONE], or a 503) instead of being cut off. Returns
+        how many requests were stopped."""
+        streams = {seq.stream for seq in self._queue if seq.state is SeqState.WAITING}
+        streams.update(seq.stream for _, _, seq in self._heap if seq.state is SeqState.RUNNING)
+        for stream in streams:
+            self._drop_all(stream, aborted=False)
+            stream.fail(EngineError(Refusal.STOPPING, message))
+        return len(streams)
+
     def _fail(self, seq: Sequence, error: EngineError) -> None:
         """A sequence failed after admission: the whole request fails, siblings stop."""
         self._drop_all(seq.stream, aborted=False)

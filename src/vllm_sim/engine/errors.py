@@ -10,6 +10,7 @@ class Refusal(enum.Enum):
     INVALID = "invalid"  # the request cannot be served as asked (context, schema, cache size)
     QUEUE_FULL = "queue_full"  # no room to wait: the caller should retry later
     SLEEPING = "sleeping"  # the model is asleep until woken
+    STOPPING = "stopping"  # the server stops before the request could finish
     INTERNAL = "internal"  # a bug cost this request
 
 

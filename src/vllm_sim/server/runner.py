@@ -19,7 +19,11 @@ from vllm_sim.server.tls import TlsSetup
 
 log = logging.getLogger("vllm_sim")
 
-DRAIN_TIMEOUT = 30.0
+# The exit status of a drain that had to stop requests (0 is a clean drain, 1 a second signal).
+DRAIN_CUT_SHORT = 3
+STOPPED = "The server is shutting down: the request was stopped before it finished"
+# How long stopped requests get to write their error answers before the sockets close.
+_FLUSH = 0.2
 # A signal this soon after the first is the same request to stop, relayed by a parent
 # process (make, timeout, a process group); a deliberate second one comes later.
 ECHO_WINDOW = 0.1
@@ -50,8 +54,10 @@ class SimulatorServer(uvicorn.Server):
     """uvicorn, except that the first SIGTERM/SIGINT drains instead of closing at once.
 
     While draining, generation endpoints answer 503 and every other endpoint keeps
-    working; once no request is queued or running (or 30 s passed) the server stops and
-    the process exits 0. A second signal exits at once with status 1.
+    working; once no request is queued or running the server stops and the process exits 0.
+    If some are still open after --drain-timeout, they are stopped with an error (a stream
+    gets an error event and [DONE], a waiting client a JSON 503) and the process exits 3.
+    A second signal exits at once with status 1.
     """
 
     def __init__(self, config: uvicorn.Config, instance: Instance, tls: TlsSetup | None) -> None:
@@ -61,6 +67,7 @@ class SimulatorServer(uvicorn.Server):
         self._drain_task: asyncio.Task[None] | None = None
         self._first_signal = 0.0
         self._background: list[asyncio.Task[None]] = []
+        self.exit_status = 0
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -107,13 +114,19 @@ class SimulatorServer(uvicorn.Server):
 
     async def _drain(self) -> None:
         engine = self._instance.engine
-        deadline = time.monotonic() + DRAIN_TIMEOUT
+        deadline = time.monotonic() + self._instance.config.drain_timeout / 1e9
         while engine.open_requests > 0 and time.monotonic() < deadline:
             await asyncio.sleep(_DRAIN_POLL)
+        if engine.open_requests > 0:
+            stopped = engine.stop_all(STOPPED)
+            log.warning("drain timed out: %d requests stopped with an error", stopped)
+            self.exit_status = DRAIN_CUT_SHORT
+            await asyncio.sleep(_FLUSH)  # their answers are written before sockets close
         self.should_exit = True
 
 
-def serve(instance: Instance, host: str, tls: TlsSetup | None = None) -> None:
+def serve(instance: Instance, host: str, tls: TlsSetup | None = None) -> int:
+    """Serves until stopped; the exit status (0, or DRAIN_CUT_SHORT)."""
     cfg = instance.config
     config = uvicorn.Config(
         instance.app,
@@ -133,3 +146,4 @@ def serve(instance: Instance, host: str, tls: TlsSetup | None = None) -> None:
     logging.getLogger("uvicorn.access").addFilter(RedactSecrets())
     server = SimulatorServer(config, instance, tls)
     server.run()
+    return server.exit_status
