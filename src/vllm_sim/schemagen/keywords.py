@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
 from .context import Ctx, fail
+from .pattern import pattern_search
 
 _T = TypeVar("_T", int, float)
 
@@ -152,11 +153,16 @@ def all_list(branches: Any, check: Callable[[Any], bool]) -> bool:
 
 
 def searches(pattern: Any, text: str) -> bool:
-    """`re.search`, as validators apply `pattern`; a broken pattern counts as a match."""
-    try:
-        return re.search(pattern, text) is not None
-    except (re.error, TypeError):
+    """Whether `pattern` finds a match in `text` (`re.search`, as validators apply it), by
+    the linear-time automaton of `pattern_search`: a user regex never runs on Python's
+    backtracking `re`. A broken pattern counts as a match, as does one not checked."""
+    if not isinstance(pattern, str):
         return True
+    try:
+        re.compile(pattern)  # compiled only, to tell broken patterns; never run
+    except (re.error, OverflowError, RecursionError):
+        return True
+    return pattern_search(pattern, text)
 
 
 def matches_scalar_keywords(value: Any, schema: Mapping[str, Any]) -> bool:
@@ -197,7 +203,9 @@ def _is_bound(key: str, value: Any) -> bool:
 def enum_values(enum: list[Any], schema: Mapping[str, Any], ctx: Ctx) -> list[Any]:
     # Values the rest of the schema would reject (wrong type, out of bounds, too long) are
     # skipped; valid tool schemas hold none, so the uniform draw over `enum` is unchanged.
-    values = [v for v in enum if matches_scalar_keywords(v, schema)]
+    # The values come from `enum` itself: check the rest (a set per value was quadratic).
+    rest = {key: value for key, value in schema.items() if key != "enum"}
+    values = [v for v in enum if matches_scalar_keywords(v, rest)]
     if not values:
         raise fail(f"no enum value satisfies the schema (type {schema.get('type')})", ctx)
     return values
