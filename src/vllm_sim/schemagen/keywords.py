@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
 from .context import Ctx, fail
+from .limits import shown
 from .pattern import pattern_search
 
 _T = TypeVar("_T", int, float)
@@ -49,9 +50,17 @@ def bound(schema: Mapping[str, Any], key: str, ctx: Ctx) -> float | None:
     value = schema.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise fail(f"{key} must be a finite number, got {value!r}", ctx)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+        raise fail(f"{key} must be a finite number within the float range, got {shown(value)}", ctx)
     return value
+
+
+def _finite(value: float) -> bool:
+    """Finite, and (an integer) convertible to a float: larger ones overflow the math."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def length(schema: Mapping[str, Any], key: str, ctx: Ctx) -> int | None:
@@ -61,14 +70,16 @@ def length(schema: Mapping[str, Any], key: str, ctx: Ctx) -> int | None:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise fail(f"{key} must be a non-negative integer, got {value!r}", ctx)
+        raise fail(f"{key} must be a non-negative integer, got {shown(value)}", ctx)
     return value
 
 
 def positive_step(value: Any, ctx: Ctx) -> float:
     """A `multipleOf` value, which must be a positive number."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise fail(f"multipleOf must be a positive number, got {value!r}", ctx)
+        raise fail(f"multipleOf must be a positive number, got {shown(value)}", ctx)
+    if not _finite(value):
+        raise fail(f"multipleOf {shown(value)} is out of the float range", ctx)
     return value
 
 

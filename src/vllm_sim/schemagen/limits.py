@@ -87,7 +87,7 @@ def count_value(path: str) -> None:
 
 def shown(value: object) -> str:
     """`repr` of a keyword value for error messages, short even for huge integers."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
         return f"an integer of {value.bit_length()} bits"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."

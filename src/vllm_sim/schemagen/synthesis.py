@@ -45,6 +45,7 @@ class _Synthesizer:
         self, rng: random.Random, root: Mapping[str, Any], settings: SynthesisSettings
     ) -> None:
         self._rng = rng
+        self._root = root
         self._settings = settings
         self._flattener = Flattener(rng, root)
         self._matcher = Matcher(root)
@@ -128,7 +129,7 @@ class _Synthesizer:
         if kind == "string":
             return string_value(rng, schema, ctx)
         if kind == "array":
-            return array_value(rng, schema, settings, ctx, self.generate)
+            return array_value(rng, schema, settings, ctx, self.generate, self._root)
         return object_value(rng, schema, settings, ctx, self.generate)
 
 
