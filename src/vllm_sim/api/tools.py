@@ -536,6 +536,9 @@ def probe_schema(
     except RecursionError:
         message = f"cannot generate a value for {what}: the schema is nested too deeply"
         raise RequestError(400, message, param) from None
+    except (OverflowError, ValueError, TypeError, ArithmeticError) as error:
+        # A safety net: schemagen should raise SynthesisError for every bad schema.
+        raise RequestError(400, f"cannot generate a value for {what}: {error}", param) from None
 
 
 def plan_tools(

@@ -123,3 +123,7 @@ class ContentSource:
         except RecursionError:
             message = f"cannot generate a value for {what}: the schema is nested too deeply"
             raise EngineError(Refusal.INVALID, message, param) from None
+        except (OverflowError, ValueError, TypeError, ArithmeticError) as error:
+            # A safety net: schemagen should raise SynthesisError for every bad schema.
+            message = f"cannot generate a value for {what}: {error}"
+            raise EngineError(Refusal.INVALID, message, param) from None

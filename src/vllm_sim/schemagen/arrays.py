@@ -7,11 +7,14 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .context import Ctx, Generate, fail
+from .cost import min_values
 from .keywords import canonical, length, narrow
+from .limits import MAX_ITEMS, MAX_NODES, SynthesisTooExpensive, shown
 from .settings import SynthesisSettings
 
 _UNIQUE_ATTEMPTS: Final = 10  # per optional element, before the array is shortened
 _UNIQUE_ATTEMPTS_NEEDED: Final = 200  # per element that minItems requires
+_ESTIMATE_STEPS: Final = 1000  # work bound of the static size estimate
 
 
 def array_value(
@@ -20,16 +23,28 @@ def array_value(
     settings: SynthesisSettings,
     ctx: Ctx,
     generate: Generate,
+    root: Any = None,
 ) -> list[Any]:
     min_items = length(schema, "minItems", ctx)
     max_items = length(schema, "maxItems", ctx)
     if min_items is not None and max_items is not None and min_items > max_items:
-        raise fail(f"minItems ({min_items}) is greater than maxItems({max_items})", ctx)
+        raise fail(
+            f"minItems ({shown(min_items)}) is greater than maxItems({shown(max_items)})", ctx
+        )
+    if min_items is not None and min_items > MAX_ITEMS:
+        raise fail(f"minItems ({shown(min_items)}) exceeds the limit of {MAX_ITEMS} items", ctx)
     prefix = schema.get("prefixItems")
     items = schema.get("items", True)
     if prefix is not None and not isinstance(prefix, list):
         raise fail("prefixItems must be an array of schemas", ctx)
-    count = _item_count(rng, settings, ctx, prefix, min_items, max_items)
+    count = min(_item_count(rng, settings, ctx, prefix, min_items, max_items), MAX_ITEMS)
+    if prefix is None and count:
+        needed = count * min_values(root, items, [_ESTIMATE_STEPS])
+        if needed > MAX_NODES:  # ten nested arrays of minItems 10: refused before the walk
+            message = f"schema too expensive to generate ({count} items of at least"
+            raise SynthesisTooExpensive(
+                f"{message} {needed // count} values each, over {MAX_NODES}) at {ctx.path}"
+            )
     unique = schema.get("uniqueItems") is True
     values: list[Any] = []
     seen: set[Any] = set()

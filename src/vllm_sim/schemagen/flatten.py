@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
-from .context import Ctx, fail
+from .context import Ctx, SynthesisError, fail
 from .cost import cost
 from .keywords import schema_list
+from .limits import SynthesisTooExpensive, check_deadline
 from .merge import merge, normalize
 from .refs import follow_ref
 
@@ -23,11 +24,18 @@ class Flattener:
     def __init__(self, rng: random.Random, root: Any) -> None:
         self._rng = rng
         self._root = root
+        self.choices: list[tuple[int, int]] = []  # (id of the branch list, index) drawn
+        self._excluded: set[tuple[int, int]] = set()  # branches known to fail
+
+    def exclude(self, choice: tuple[int, int]) -> None:
+        """Leaves a branch that failed out of later draws."""
+        self._excluded.add(choice)
 
     def flatten(self, schema: Any, ctx: Ctx, *, keep_one_of: bool) -> tuple[Mapping[str, Any], Ctx]:
         """Resolve `$ref`, merge `allOf` and pick `anyOf` (and `oneOf` unless kept) until
         the schema has none of them at its top level."""
         for _ in range(_MAX_FLATTEN_STEPS):
+            check_deadline(ctx.path)
             if schema is True:
                 return {}, ctx
             if schema is False:
@@ -69,8 +77,23 @@ class Flattener:
         self, schema: Mapping[str, Any], key: str, ctx: Ctx
     ) -> tuple[Mapping[str, Any], Ctx]:
         branches = schema_list(schema, key, ctx)
-        index = self.branch_order(branches, ctx)[0]
+        key_id = id(branches)
+        order = [i for i in self.branch_order(branches, ctx) if (key_id, i) not in self._excluded]
         rest = {k: v for k, v in schema.items() if k != key}
-        branch_ctx = replace(ctx.at(f".{key}[{index}]"), null_ok=True)
-        flat, branch_ctx = self.flatten(branches[index], branch_ctx, keep_one_of=True)
-        return merge(rest, flat, ctx), branch_ctx
+        first_error: SynthesisError | None = None
+        for index in order:  # the drawn branch, then the others if it cannot be flattened
+            branch_ctx = replace(ctx.at(f".{key}[{index}]"), null_ok=True)
+            try:
+                flat, branch_ctx = self.flatten(branches[index], branch_ctx, keep_one_of=True)
+                merged = merge(rest, flat, ctx)
+            except SynthesisTooExpensive:
+                raise
+            except SynthesisError as error:
+                first_error = first_error or error
+                self._excluded.add((key_id, index))
+                continue
+            self.choices.append((key_id, index))
+            return merged, branch_ctx
+        if first_error is not None and len(order) == 1:
+            raise first_error
+        raise fail(f"no {key} branch can be satisfied", ctx)

@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
 from .context import Ctx, fail
+from .limits import shown
+from .pattern import pattern_search
 
 _T = TypeVar("_T", int, float)
 
@@ -48,9 +50,17 @@ def bound(schema: Mapping[str, Any], key: str, ctx: Ctx) -> float | None:
     value = schema.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise fail(f"{key} must be a finite number, got {value!r}", ctx)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+        raise fail(f"{key} must be a finite number within the float range, got {shown(value)}", ctx)
     return value
+
+
+def _finite(value: float) -> bool:
+    """Finite, and (an integer) convertible to a float: larger ones overflow the math."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def length(schema: Mapping[str, Any], key: str, ctx: Ctx) -> int | None:
@@ -60,14 +70,16 @@ def length(schema: Mapping[str, Any], key: str, ctx: Ctx) -> int | None:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise fail(f"{key} must be a non-negative integer, got {value!r}", ctx)
+        raise fail(f"{key} must be a non-negative integer, got {shown(value)}", ctx)
     return value
 
 
 def positive_step(value: Any, ctx: Ctx) -> float:
     """A `multipleOf` value, which must be a positive number."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise fail(f"multipleOf must be a positive number, got {value!r}", ctx)
+        raise fail(f"multipleOf must be a positive number, got {shown(value)}", ctx)
+    if not _finite(value):
+        raise fail(f"multipleOf {shown(value)} is out of the float range", ctx)
     return value
 
 
@@ -152,11 +164,16 @@ def all_list(branches: Any, check: Callable[[Any], bool]) -> bool:
 
 
 def searches(pattern: Any, text: str) -> bool:
-    """`re.search`, as validators apply `pattern`; a broken pattern counts as a match."""
-    try:
-        return re.search(pattern, text) is not None
-    except (re.error, TypeError):
+    """Whether `pattern` finds a match in `text` (`re.search`, as validators apply it), by
+    the linear-time automaton of `pattern_search`: a user regex never runs on Python's
+    backtracking `re`. A broken pattern counts as a match, as does one not checked."""
+    if not isinstance(pattern, str):
         return True
+    try:
+        re.compile(pattern)  # compiled only, to tell broken patterns; never run
+    except (re.error, OverflowError, RecursionError):
+        return True
+    return pattern_search(pattern, text)
 
 
 def matches_scalar_keywords(value: Any, schema: Mapping[str, Any]) -> bool:
@@ -197,7 +214,9 @@ def _is_bound(key: str, value: Any) -> bool:
 def enum_values(enum: list[Any], schema: Mapping[str, Any], ctx: Ctx) -> list[Any]:
     # Values the rest of the schema would reject (wrong type, out of bounds, too long) are
     # skipped; valid tool schemas hold none, so the uniform draw over `enum` is unchanged.
-    values = [v for v in enum if matches_scalar_keywords(v, schema)]
+    # The values come from `enum` itself: check the rest (a set per value was quadratic).
+    rest = {key: value for key, value in schema.items() if key != "enum"}
+    values = [v for v in enum if matches_scalar_keywords(v, rest)]
     if not values:
         raise fail(f"no enum value satisfies the schema (type {schema.get('type')})", ctx)
     return values

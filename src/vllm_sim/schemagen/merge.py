@@ -8,6 +8,9 @@ from typing import Any, Final
 
 from .context import Ctx, fail
 from .keywords import ALLOWED_KEY, PATTERNS_KEY, canonical
+from .limits import shown
+
+_Combiner = Callable[[Any, Any, Ctx], Any]
 
 
 def normalize(schema: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -85,9 +88,15 @@ def _merge_prefix(
 # that only checks (const, format) or does not know the shapes returns the first value.
 
 
+def _type_names(raw: Any, ctx: Ctx) -> list[str]:
+    names = [raw] if isinstance(raw, str) else raw
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise fail(f"type must be a name or an array of names, got {shown(raw)}", ctx)
+    return names
+
+
 def _intersect_types(mine: Any, value: Any, ctx: Ctx) -> list[str]:
-    left = [mine] if isinstance(mine, str) else list(mine)
-    right = [value] if isinstance(value, str) else list(value)
+    left, right = _type_names(mine, ctx), _type_names(value, ctx)
     common: list[str] = []
     for name in left:
         if name in right or (name == "integer" and "number" in right):
@@ -143,38 +152,77 @@ def _merge_subschemas(mine: Any, value: Any, ctx: Ctx) -> Any:
 
 
 def _merge_multiple(mine: Any, value: Any, ctx: Ctx) -> Any:
+    _numbers("multipleOf", mine, value, ctx)
+    if mine <= 0 or value <= 0:
+        raise fail(f"multipleOf must be positive, got {shown(mine)} and {shown(value)}", ctx)
     if isinstance(mine, int) and isinstance(value, int):
         return math.lcm(mine, value)
     if mine == value:
         return mine
     big, small = max(mine, value), min(mine, value)
-    if float(big / small).is_integer():
+    try:
+        quotient = float(big / small)
+    except OverflowError:
+        quotient = math.inf
+    if quotient.is_integer():
         return big
     raise fail(f"allOf multipleOf {mine} and {value} are not supported together", ctx)
 
 
 def _merge_dependent(mine: Any, value: Any, ctx: Ctx) -> Any:
-    if not isinstance(mine, Mapping):
-        return mine
-    merged = {k: list(v) for k, v in mine.items()}
-    for name, needs in value.items():
+    if not isinstance(mine, Mapping) or not isinstance(value, Mapping):
+        raise fail("dependentRequired must be an object of arrays", ctx)
+    merged: dict[str, list[Any]] = {}
+    for name, needs in [*mine.items(), *value.items()]:
+        if not isinstance(needs, list):
+            raise fail(f"dependentRequired of {name!r} must be an array of strings", ctx)
         merged[name] = list(dict.fromkeys([*merged.get(name, []), *needs]))
     return merged
 
 
-_Combiner = Callable[[Any, Any, Ctx], Any]
+def _numbers(key: str, mine: Any, value: Any, ctx: Ctx) -> None:
+    for item in (mine, value):
+        if isinstance(item, bool) or not isinstance(item, int | float):
+            raise fail(f"{key} must be a number, got {shown(item)}", ctx)
+
+
+def _larger(key: str) -> _Combiner:
+    def combine(mine: Any, value: Any, ctx: Ctx) -> Any:
+        _numbers(key, mine, value, ctx)
+        return max(mine, value)
+
+    return combine
+
+
+def _smaller(key: str) -> _Combiner:
+    def combine(mine: Any, value: Any, ctx: Ctx) -> Any:
+        _numbers(key, mine, value, ctx)
+        return min(mine, value)
+
+    return combine
+
+
+def _lists(key: str) -> _Combiner:
+    def combine(mine: Any, value: Any, ctx: Ctx) -> Any:
+        if not isinstance(mine, list) or not isinstance(value, list):
+            raise fail(f"{key} must be an array", ctx)
+        return [*mine, *value]
+
+    return combine
+
+
 _COMBINE: Final[dict[str, _Combiner]] = {
     "type": _intersect_types,
     "properties": _merge_properties,
     "required": _merge_required,
-    **dict.fromkeys(
-        ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"),
-        lambda mine, value, ctx: max(mine, value),
-    ),
-    **dict.fromkeys(
-        ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"),
-        lambda mine, value, ctx: min(mine, value),
-    ),
+    **{
+        key: _larger(key)
+        for key in ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
+    },
+    **{
+        key: _smaller(key)
+        for key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
+    },
     "enum": _merge_enum,
     "const": _check_const,
     PATTERNS_KEY: lambda mine, value, ctx: [*mine, *value],
@@ -184,5 +232,5 @@ _COMBINE: Final[dict[str, _Combiner]] = {
     "uniqueItems": lambda mine, value, ctx: bool(mine) or bool(value),
     "multipleOf": _merge_multiple,
     "dependentRequired": _merge_dependent,
-    "allOf": lambda mine, value, ctx: [*mine, *value],
+    "allOf": _lists("allOf"),
 }

@@ -90,8 +90,12 @@ def _multiple(
 ) -> float:
     step = positive_step(schema["multipleOf"], ctx)
     # Round to the step's decimals so 0.07 is emitted, not 0.07000000000000001.
-    decimals = max(0, -int(Decimal(repr(step)).as_tuple().exponent))
-    first, last = math.ceil(lo / step), math.floor(hi / step)
+    exponent = Decimal(repr(step)).as_tuple().exponent
+    decimals = max(0, -exponent) if isinstance(exponent, int) else 0
+    low_quotient, high_quotient = lo / step, hi / step
+    if not (math.isfinite(low_quotient) and math.isfinite(high_quotient)):
+        raise fail(f"multipleOf {step!r} is too small for the bounds [{lo}, {hi}]", ctx)
+    first, last = math.ceil(low_quotient), math.floor(high_quotient)
     for _ in range(_NUMBER_ATTEMPTS):
         n = rng.randint(first, last) if first <= last else first
         value = round(n * step, decimals) if decimals else n * step

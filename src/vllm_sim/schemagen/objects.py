@@ -9,6 +9,7 @@ from typing import Any
 
 from .context import Ctx, Generate, fail
 from .keywords import ALLOWED_KEY, length
+from .limits import MAX_PROPERTIES, check_deadline, shown
 from .settings import SynthesisSettings
 
 
@@ -25,8 +26,17 @@ def object_value(
     required = schema.get("required") or []
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
         raise fail("required must be an array of strings", ctx)
+    if len(required) > MAX_PROPERTIES:
+        message = f"{len(required)} required properties exceed the limit of {MAX_PROPERTIES}"
+        raise fail(message, ctx)
     allowed: frozenset[str] | None = schema.get(ALLOWED_KEY)
     chosen = _choose(rng, schema, settings, ctx, properties, required)
+    if len(chosen) > MAX_PROPERTIES:  # optional ones beyond the limit are left out
+        kept = [name for name in chosen if name in required]
+        extra = [name for name in chosen if name not in required]
+        chosen = [*kept, *extra[: max(0, MAX_PROPERTIES - len(kept))]]
+        if len(chosen) > MAX_PROPERTIES:
+            raise fail(f"more than {MAX_PROPERTIES} properties are required", ctx)
     result: dict[str, Any] = {}
     for name in chosen:
         if allowed is not None and name not in allowed:
@@ -62,7 +72,7 @@ def _choose(
             chosen.append(name)
         elif sub is not False and (allowed is None or name in allowed):
             optional.append(name)
-            if not ctx.minimal and rng.random() < percent / 100:
+            if not ctx.minimal and len(chosen) < MAX_PROPERTIES and rng.random() < percent / 100:
                 chosen.append(name)
     for name in required:
         if name not in chosen:
@@ -82,13 +92,21 @@ def _adjust_property_count(
 
     def closure(names: list[str]) -> list[str]:
         result = list(names)
+        present = set(result)
         for name in result:  # grows while iterating: dependencies may have dependencies
-            result.extend(d for d in dependent.get(name, ()) if d not in result)
+            needs = dependent.get(name, [])
+            if not isinstance(needs, list) or not all(isinstance(d, str) for d in needs):
+                raise fail(f"dependentRequired of {name!r} must be an array of strings", ctx)
+            for need in needs:
+                if need not in present:
+                    present.add(need)
+                    result.append(need)
         return result
 
     chosen = closure(chosen)
     most = length(schema, "maxProperties", ctx)
     while most is not None and len(chosen) > most:
+        check_deadline(ctx.path)
         # Drop the last optional property that no other chosen property depends on.
         needed = {d for name in chosen for d in dependent.get(name, ())}
         droppable = [n for n in chosen if n not in required and n not in needed]
@@ -96,6 +114,9 @@ def _adjust_property_count(
             raise fail(f"more than maxProperties ({most}) properties are required", ctx)
         chosen.remove(droppable[-1])
     least = length(schema, "minProperties", ctx) or 0
+    if least > MAX_PROPERTIES:
+        message = f"minProperties ({shown(least)}) exceeds the limit of {MAX_PROPERTIES}"
+        raise fail(message, ctx)
     for name in optional:
         if len(chosen) >= least:
             break

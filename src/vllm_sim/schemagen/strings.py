@@ -10,7 +10,15 @@ from typing import Any, Final
 from .context import Ctx, fail
 from .formats import FORMATS
 from .keywords import PATTERNS_KEY, length, searches
-from .pattern import REPEAT_SPREAD, PatternUnsupported, emit, parse_pattern
+from .limits import MAX_STRING_LENGTH, check_deadline, shown
+from .pattern import (
+    REPEAT_SPREAD,
+    PatternTooLong,
+    PatternUnsupported,
+    emit,
+    min_length,
+    parse_pattern,
+)
 from .words import WORDS
 
 _PATTERN_ATTEMPTS: Final = 64
@@ -20,7 +28,14 @@ def string_value(rng: random.Random, schema: Mapping[str, Any], ctx: Ctx) -> str
     min_len = length(schema, "minLength", ctx) or 0
     max_len = length(schema, "maxLength", ctx)
     if max_len is not None and min_len > max_len:
-        raise fail(f"minLength ({min_len}) is greater than maxLength ({max_len})", ctx)
+        raise fail(
+            f"minLength ({shown(min_len)}) is greater than maxLength ({shown(max_len)})", ctx
+        )
+    if min_len > MAX_STRING_LENGTH:
+        raise fail(
+            f"minLength ({shown(min_len)}) exceeds the limit of {MAX_STRING_LENGTH} characters",
+            ctx,
+        )
     patterns = [p for p in (schema.get("pattern"), *schema.get(PATTERNS_KEY, ())) if p]
     fmt = schema.get("format")
     maker = FORMATS.get(fmt) if isinstance(fmt, str) else None
@@ -42,35 +57,44 @@ def _pattern_string(
     rng: random.Random, patterns: list[Any], min_len: int, max_len: int | None, ctx: Ctx
 ) -> str:
     """A string that matches every pattern; only the first one is generated for."""
-    try:
-        compiled = [re.compile(p) for p in patterns]
-    except (re.error, TypeError) as exc:
-        raise fail(f"invalid pattern {patterns[0]!r}: {exc}", ctx) from None
+    for pattern in patterns:  # compiled to report broken ones; never run (backtracking)
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError, OverflowError) as exc:
+            raise fail(f"invalid pattern {shown(pattern)}: {exc}", ctx) from None
     try:
         tree = parse_pattern(patterns[0])
     except PatternUnsupported as exc:
-        raise fail(f"cannot generate for pattern {patterns[0]!r}: {exc}", ctx) from None
+        raise fail(f"cannot generate for pattern {shown(patterns[0])}: {exc}", ctx) from None
+    shortest = min_length(tree)
+    if shortest > MAX_STRING_LENGTH:
+        message = f"pattern {shown(patterns[0])} needs strings of at least {shown(shortest)}"
+        raise fail(f"{message} characters, over the limit of {MAX_STRING_LENGTH}", ctx)
     # `boost` shifts the repeat counts of unbounded quantifiers; a bisection between
     # "too short" and "too long" boosts homes in on the length constraints.
     boost, low, high = 0, -REPEAT_SPREAD, max(REPEAT_SPREAD, min_len)
     for _ in range(_PATTERN_ATTEMPTS):
+        check_deadline(ctx.path)
         parts: list[str] = []
-        emit(tree, rng, parts, boost)
-        text = "".join(parts)
-        if len(text) < min_len:
+        try:
+            emit(tree, rng, parts, boost, MAX_STRING_LENGTH)
+            text = "".join(parts)
+        except PatternTooLong:
+            text = None
+        if text is not None and len(text) < min_len:
             # An unanchored pattern ("x") matches inside a longer string: pad it.
             padded = _fit_length(text + rng.choice(WORDS), min_len, max_len)
-            if len(padded) >= min_len and all(c.search(padded) for c in compiled):
+            if len(padded) >= min_len and all(searches(p, padded) for p in patterns):
                 return padded
             low = boost + 1
             high = max(high, 2 * low)
-        elif max_len is not None and len(text) > max_len:
+        elif text is None or (max_len is not None and len(text) > max_len):
             high = max(boost - 1, -REPEAT_SPREAD)
             low = min(low, high)
-        elif all(c.search(text) for c in compiled):
+        elif all(searches(p, text) for p in patterns):
             return text
         boost = (low + high) // 2
-    raise fail(f"cannot generate a string matching pattern {patterns[0]!r}", ctx)
+    raise fail(f"cannot generate a string matching pattern {shown(patterns[0])}", ctx)
 
 
 def _fit_length(word: str, min_len: int, max_len: int | None) -> str:

@@ -9,9 +9,10 @@ from dataclasses import replace
 from typing import Any, Final
 
 from .arrays import array_value
-from .context import Ctx, unsupported_type
+from .context import Ctx, SynthesisError, fail, unsupported_type
 from .flatten import Flattener
 from .keywords import TYPE_COST, TYPES, enum_values, schema_list
+from .limits import SynthesisTooExpensive, budgeted, check_deadline, count_value
 from .matching import Matcher
 from .merge import merge
 from .numbers import integer_value, number_value
@@ -33,9 +34,10 @@ def synthesize(
     """A value for `schema`. With `top_level`, the root object's optional properties use
     `optional_param_probability` (tool parameters); nested ones use
     `optional_field_probability`. Raises `SynthesisError` for schemas we cannot satisfy."""
-    return _Synthesizer(rng, schema, settings).generate(
-        schema, Ctx(path="$", depth=0, top=top_level, null_ok=False)
-    )
+    with budgeted():
+        return _Synthesizer(rng, schema, settings).generate(
+            schema, Ctx(path="$", depth=0, top=top_level, null_ok=False)
+        )
 
 
 class _Synthesizer:
@@ -43,35 +45,69 @@ class _Synthesizer:
         self, rng: random.Random, root: Mapping[str, Any], settings: SynthesisSettings
     ) -> None:
         self._rng = rng
+        self._root = root
         self._settings = settings
         self._flattener = Flattener(rng, root)
         self._matcher = Matcher(root)
 
     def generate(self, schema: Any, ctx: Ctx) -> Any:
+        count_value(ctx.path)
         if schema is True:
             return self._rng.choice(WORDS)  # any value validates; a word is the cheapest
-        flat, ctx = self._flattener.flatten(schema, ctx, keep_one_of=True)
-        if "oneOf" in flat:
-            return self._one_of(flat, ctx)
-        return self._generate_flat(flat, ctx)
+        # An anyOf branch that cannot be satisfied is left out and the walk retried, so the
+        # outcome does not depend on the draw; every retry excludes one more branch.
+        choices = self._flattener.choices
+        while True:
+            mark = len(choices)
+            flat, flat_ctx = self._flattener.flatten(schema, ctx, keep_one_of=True)
+            made = choices[mark:]
+            try:
+                if "oneOf" in flat:
+                    return self._one_of(flat, flat_ctx)
+                return self._generate_flat(flat, flat_ctx)
+            except SynthesisTooExpensive:
+                raise
+            except SynthesisError:
+                if not made:
+                    raise
+                self._flattener.exclude(made[-1])
+            finally:
+                del choices[mark:]
 
     def _one_of(self, schema: Mapping[str, Any], ctx: Ctx) -> Any:
         # A value that also matches another branch would fail oneOf: regenerate it, then
         # fall back to other branches; after that, emit the last value (best effort).
         branches = schema_list(schema, "oneOf", ctx)
         rest = {k: v for k, v in schema.items() if k != "oneOf"}
+        # A branch that cannot be satisfied is skipped (SynthesisError: none can be).
         value: Any = None
+        failed: dict[int, SynthesisError] = {}
+        found = False
         for attempt in range(_ONE_OF_ATTEMPTS):
-            order = self._flattener.branch_order(branches, ctx)
+            check_deadline(ctx.path)
+            order = [i for i in self._flattener.branch_order(branches, ctx) if i not in failed]
+            if not order:
+                break
             index = order[attempt % len(order)] if ctx.minimal else order[0]
             branch_ctx = replace(ctx.at(f".oneOf[{index}]"), null_ok=True)
-            flat, branch_ctx = self._flattener.flatten(
-                branches[index], branch_ctx, keep_one_of=True
-            )
-            value = self.generate(merge(rest, flat, ctx), branch_ctx)
+            try:
+                flat, branch_ctx = self._flattener.flatten(
+                    branches[index], branch_ctx, keep_one_of=True
+                )
+                value = self.generate(merge(rest, flat, ctx), branch_ctx)
+            except SynthesisTooExpensive:
+                raise
+            except SynthesisError as error:
+                failed[index] = error
+                continue
+            found = True
             others = (b for i, b in enumerate(branches) if i != index)
             if not any(self._matcher.matches(value, other, 0) for other in others):
                 return value
+        if not found:
+            if len(failed) == 1:
+                raise next(iter(failed.values()))
+            raise fail("no oneOf branch can be satisfied", ctx)
         return value
 
     def _generate_flat(self, schema: Mapping[str, Any], ctx: Ctx) -> Any:
@@ -93,7 +129,7 @@ class _Synthesizer:
         if kind == "string":
             return string_value(rng, schema, ctx)
         if kind == "array":
-            return array_value(rng, schema, settings, ctx, self.generate)
+            return array_value(rng, schema, settings, ctx, self.generate, self._root)
         return object_value(rng, schema, settings, ctx, self.generate)
 
 

@@ -1,0 +1,93 @@
+"""Bounds on the work of one synthesis, so that no schema costs more than milliseconds.
+
+Schemas come from clients, so a ~300-byte schema must not be able to freeze the server:
+
+- `MAX_STRING_LENGTH` (1,000): no generated string is longer. A `minLength`, or a `pattern`
+  whose shortest string is longer, is a `SynthesisError` naming the path and the limit.
+  Pattern repetitions (`*`, `+`, `{n,m}`) stop expanding once the string reaches the limit.
+- `MAX_ITEMS` (100): items per array. A `minItems` above it is a `SynthesisError`; drawn
+  counts (and tuple lengths) are clamped to it.
+- `MAX_PROPERTIES` (100): properties per object. More required properties (or a higher
+  `minProperties`) is a `SynthesisError`; optional ones beyond it are left out.
+- `MAX_NODES` (10,000): values generated in one synthesis, nested values and retries
+  included (ten nested arrays of `minItems: 10` would need 10^10).
+- `DEADLINE_SECONDS` (0.1): the last resort. The walk checks the clock at its loop heads
+  (each value, each pattern attempt, each `$ref`/`allOf` step, each character a pattern
+  check reads) and raises `SynthesisTooExpensive` past it.
+- `MAX_CHECK_LENGTH` (1,000) and `MAX_PATTERN_STATES` (10,000): user regexes never run on
+  Python's backtracking `re` (which `^(a+)+$` makes exponential). A value is checked
+  against a `pattern` by the linear-time automaton of `pattern.pattern_search`; a string
+  longer than `MAX_CHECK_LENGTH`, a pattern whose automaton would exceed
+  `MAX_PATTERN_STATES`, or one with constructs the generator does not know (lookarounds,
+  backreferences), is not checked and counts as matching (so such an `enum` value is kept).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Final
+
+from .context import SynthesisError
+
+MAX_STRING_LENGTH: Final = 1000
+MAX_ITEMS: Final = 100
+MAX_PROPERTIES: Final = 100
+MAX_NODES: Final = 10_000
+DEADLINE_SECONDS: Final = 0.1
+MAX_CHECK_LENGTH: Final = 1000
+MAX_PATTERN_STATES: Final = 10_000
+
+
+class SynthesisTooExpensive(SynthesisError):
+    """The work budget of one synthesis is spent; never retried with another branch."""
+
+
+@dataclass(slots=True)
+class _Budget:
+    deadline: float
+    nodes: int = 0
+
+
+_CURRENT: ContextVar[_Budget | None] = ContextVar("schemagen_budget", default=None)
+
+
+@contextmanager
+def budgeted() -> Iterator[None]:
+    """Runs one synthesis under a fresh node count and deadline."""
+    token = _CURRENT.set(_Budget(time.monotonic() + DEADLINE_SECONDS))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def check_deadline(path: str = "$") -> None:
+    budget = _CURRENT.get()
+    if budget is not None and time.monotonic() > budget.deadline:
+        limit = int(DEADLINE_SECONDS * 1000)
+        raise SynthesisTooExpensive(f"schema too expensive to generate (over {limit} ms) at {path}")
+
+
+def count_value(path: str) -> None:
+    """Counts one generated value against `MAX_NODES`, and checks the deadline."""
+    budget = _CURRENT.get()
+    if budget is None:
+        return
+    budget.nodes += 1
+    if budget.nodes > MAX_NODES:
+        raise SynthesisTooExpensive(
+            f"schema too expensive to generate (more than {MAX_NODES} values) at {path}"
+        )
+    check_deadline(path)
+
+
+def shown(value: object) -> str:
+    """`repr` of a keyword value for error messages, short even for huge integers."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
