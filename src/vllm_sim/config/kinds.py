@@ -147,18 +147,25 @@ class FloatKind(Kind):
 
     def from_json(self, value: object) -> float:
         # 1e400 decodes to infinity (Go: "cannot unmarshal number 1e400 ... of type float64")
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise JsonMismatch(value)
-        try:
-            number = float(value)
-        except OverflowError:  # an integer beyond float64
-            raise JsonMismatch(value) from None
-        if not math.isfinite(number):
+        number = _finite_float(value)
+        if number is None:
             raise JsonMismatch(value)
         return number
 
     def show(self, value: Any) -> str:
         return format_go_float(value) if value else ""
+
+
+def _finite_float(value: object) -> float | None:
+    """A JSON number as a finite float64; None for booleans, non-numbers, NaN, infinities
+    and integers beyond float64."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 class StrKind(Kind):
