@@ -20,6 +20,7 @@ from tests.support.async_http import (
     run_with_client,
     wait_for_gauges,
 )
+from tests.support.errors import assert_openai_error
 from tests.support.fixtures import server_fixture
 from tests.support.server import SimServer
 
@@ -234,16 +235,17 @@ def test_disconnect_mid_stream_frees_the_slot(decoding: SimServer) -> None:
 
 
 def test_request_needing_more_places_than_free_is_refused_whole(one_slot: SimServer) -> None:
-    """1 slot + 1 queue place: n=3 cannot fit, so none of its choices is started."""
+    """1 slot + 1 queue place: n=3 can never fit, so none of its choices is started, and the
+    answer is a 400 naming n rather than a 429 that invites a retry."""
 
     async def body(client: httpx.AsyncClient) -> None:
         await wait_for_gauges(client, one_slot, running=0, waiting=0)
         url = one_slot.openai_url + "/chat/completions"
         refused = await post(client, url, chat_body(one_slot, n=3))
-        assert_queue_full(refused)
+        assert_openai_error(refused, 400, param="n")
         url = one_slot.openai_url + "/completions"
         refused = await post(client, url, completion_body(one_slot, prompt=["a", "b", "c"]))
-        assert_queue_full(refused)
+        assert_openai_error(refused, 400, param="n")
 
     run_with_client(body, idle=one_slot)
 
