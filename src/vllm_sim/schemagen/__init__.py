@@ -21,7 +21,9 @@ Beyond that, the output aims to VALIDATE against the schema:
 - `format` `date-time`, `date`, `time`, `email`, `idn-email`, `uri`, `uri-reference`, `iri`,
   `iri-reference`, `uuid`, `ipv4`, `ipv6`, `hostname`, `duration`;
 - `pattern`: literals, `.`, classes (`[A-Z]`, `[^...]`, `\\d`, `\\w`, `\\s`, ...), groups,
-  alternation, quantifiers and anchors. Every generated string is checked with `re.search`;
+  alternation, quantifiers and anchors. Every generated string is checked against the
+  pattern(s) with `re.search` semantics by a linear-time automaton (never Python's
+  backtracking `re`, see `limits`);
   a pattern that cannot be satisfied (backreferences, lookarounds, conflicting lengths)
   raises `SynthesisError` instead of producing a string that does not match. A formatted
   string is used when it also matches the pattern; otherwise the pattern wins over `format`;
@@ -36,6 +38,11 @@ schema or to an anchor, an empty schema `{}` with no type (a tool parameter must
 one), contradictions (`minimum` above `maximum`, disjoint allOf types, ...). Best effort
 only: a `oneOf` whose branches overlap everywhere (`[{"type": "boolean"}, {"type":
 "boolean"}]`) and a `pattern` whose strings can never have the `format`.
+
+Work is bounded (`limits`): at most 1,000 characters per string, 100 items per array,
+100 properties per object, 10,000 values and 100 ms of CPU per synthesis; a schema whose
+minimum exceeds a cap is a `SynthesisError` naming the path and the limit. An `anyOf` or
+`oneOf` branch that cannot be satisfied is skipped (SynthesisError when none can be).
 
 `arguments_json` writes a value as compact JSON with sorted keys, as tool-call arguments.
 """

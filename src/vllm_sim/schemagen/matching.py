@@ -7,6 +7,7 @@ from typing import Any
 
 from .context import DETACHED, SynthesisError
 from .keywords import ALLOWED_KEY, all_list, canonical, matches_scalar_keywords, within
+from .limits import check_deadline
 from .merge import normalize
 from .refs import MAX_REF_DEPTH, resolve
 
@@ -20,6 +21,7 @@ class Matcher:
     def matches(self, value: Any, schema: Any, depth: int) -> bool:
         """Whether `value` validates against `schema`. Keywords it does not know count as
         satisfied, so it errs towards "matches" (a oneOf value is regenerated more often)."""
+        check_deadline()  # `$ref` diamonds make the walk exponential
         if schema is True or depth > MAX_REF_DEPTH:
             return True
         if schema is False:

@@ -31,12 +31,9 @@ def object_value(
         raise fail(message, ctx)
     allowed: frozenset[str] | None = schema.get(ALLOWED_KEY)
     chosen = _choose(rng, schema, settings, ctx, properties, required)
-    if len(chosen) > MAX_PROPERTIES:  # optional ones beyond the limit are left out
-        kept = [name for name in chosen if name in required]
-        extra = [name for name in chosen if name not in required]
-        chosen = [*kept, *extra[: max(0, MAX_PROPERTIES - len(kept))]]
-        if len(chosen) > MAX_PROPERTIES:
-            raise fail(f"more than {MAX_PROPERTIES} properties are required", ctx)
+    if len(chosen) > MAX_PROPERTIES:  # optional draws stop at the limit: dependencies
+        message = f"{len(chosen)} properties are required (with dependentRequired)"
+        raise fail(f"{message}, over the limit of {MAX_PROPERTIES}", ctx)
     result: dict[str, Any] = {}
     for name in chosen:
         if allowed is not None and name not in allowed:
@@ -72,7 +69,8 @@ def _choose(
             chosen.append(name)
         elif sub is not False and (allowed is None or name in allowed):
             optional.append(name)
-            if not ctx.minimal and len(chosen) < MAX_PROPERTIES and rng.random() < percent / 100:
+            room = len(chosen) < MAX_PROPERTIES - len(required)
+            if not ctx.minimal and room and rng.random() < percent / 100:
                 chosen.append(name)
     for name in required:
         if name not in chosen:
