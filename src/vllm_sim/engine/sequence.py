@@ -182,7 +182,3 @@ class RequestStream:
         """The client left: free every slot and queue place this request holds."""
         if not self._done and self._abort_cb is not None:
             self._abort_cb(self)
-
-    def raise_if_failed(self) -> None:
-        if self.error is not None:
-            raise self.error

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from vllm_sim.errors import RequestError
+from vllm_sim.http.messages import Headers
 
-Headers = list[tuple[bytes, bytes]]
 # (method, headers) -> the refusal, or None to go on. Header names are lower case (ASGI).
 Guard = Callable[[str, Headers], RequestError | None]
 
