@@ -9,9 +9,9 @@ import msgspec
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
 from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
-from vllm_sim.api.logprobs import chat_logprobs, check_logprobs_count
+from vllm_sim.api.logprobs import ChatLogprobs, check_logprobs_count
 from vllm_sim.api.omni import image_block
-from vllm_sim.api.streaming import OpenAIChunks, json_str, openai_object
+from vllm_sim.api.streaming import OpenAIChunks, encoded_choices, json_str, openai_object
 from vllm_sim.api.tools import (
     parse_response_format,
     parse_tool_choice,
@@ -51,7 +51,8 @@ class ChatEndpoint(Endpoint[ChatRequest]):
         max_tokens = body.max_completion_tokens
         if max_tokens is None:
             max_tokens, field = body.max_tokens, "max_tokens"
-        return Options.of(body, max_tokens, field, body.n, body.cache_hit_threshold)
+        logprobs = (body.top_logprobs or 0) if body.logprobs else None
+        return Options.of(body, max_tokens, field, body.n, body.cache_hit_threshold, logprobs)
 
     def plan(self, ctx: ApiContext, body: ChatRequest) -> Plan:
         check_logprobs_count(body.top_logprobs, "top_logprobs")
@@ -113,11 +114,12 @@ def _json_plan(ctx: ApiContext, body: ChatRequest) -> JsonPlan | None:
 
 
 def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[str, Any]:
-    choices = [_choice(seq, top) for seq in stream.sequences]
+    logprobs = ChatLogprobs(top) if top >= 0 else None
+    choices = encoded_choices(stream, lambda seq: _choice(seq, logprobs))
     return openai_object(stream, rid, "chat.completion", model, choices)
 
 
-def _choice(seq: Sequence, top: int) -> dict[str, Any]:
+def _choice(seq: Sequence, logprobs: ChatLogprobs | None) -> dict[str, Any]:
     if seq.tool_calls is not None:
         return _tool_call_choice(seq, seq.tool_calls)
     if seq.finish_reason == Finish.CACHE_THRESHOLD:
@@ -136,7 +138,7 @@ def _choice(seq: Sequence, top: int) -> dict[str, Any]:
     return {
         "index": seq.index,
         "message": {"role": "assistant", "content": content},
-        "logprobs": chat_logprobs(pieces, 0, top) if top >= 0 else None,
+        "logprobs": logprobs.content(pieces, 0) if logprobs is not None else None,
         "finish_reason": seq.finish_reason,
     }
 
@@ -192,6 +194,12 @@ class ChatChunks(OpenAIChunks):
     OBJECT = "chat.completion.chunk"
     BODY_KEY = b'"delta"'
 
+    def __init__(
+        self, stream: RequestStream, rid: str, model: str, top: int, include_usage: bool
+    ) -> None:
+        super().__init__(stream, rid, model, top, include_usage)
+        self._logprobs = ChatLogprobs(top) if top >= 0 else None
+
     def opening(self, seq: Sequence) -> bytes:
         if seq.finish_reason == Finish.CACHE_THRESHOLD:
             return b""  # a refused choice is one finish chunk, nothing before it
@@ -207,10 +215,12 @@ class ChatChunks(OpenAIChunks):
         if seq.request.with_image:
             # An omni answer streams its text as content blocks.
             return b"".join(
-                self._chunk(seq, _text_block_delta(pieces[i]), self._logprobs(pieces, i), b"null")
+                self._chunk(
+                    seq, _text_block_delta(pieces[i]), self._token_logprobs(pieces, i), b"null"
+                )
                 for i in range(start, end)
             )
-        if self._top < 0:
+        if self._logprobs is None:
             head = self._head + str(seq.index).encode() + b',"delta":{"content":'
             tail = b'},"logprobs":null,"finish_reason":null}],"usage":null}\n\n'
             return b"".join([head + json_str(pieces[i]) + tail for i in range(start, end)])
@@ -218,16 +228,16 @@ class ChatChunks(OpenAIChunks):
             self._chunk(
                 seq,
                 b'{"content":' + json_str(pieces[i]) + b"}",
-                msgspec.json.encode(chat_logprobs([pieces[i]], i, self._top)),
+                self._token_logprobs(pieces, i),
                 b"null",
             )
             for i in range(start, end)
         )
 
-    def _logprobs(self, pieces: list[str], i: int) -> bytes:
-        if self._top < 0:
+    def _token_logprobs(self, pieces: list[str], i: int) -> bytes:
+        if self._logprobs is None:
             return b"null"
-        return msgspec.json.encode(chat_logprobs([pieces[i]], i, self._top))
+        return b'{"content":[' + self._logprobs.entry(pieces[i], i) + b"]}"
 
     def finish(self, seq: Sequence) -> bytes:
         done = self._chunk(seq, b"{}", b"null", json_str(seq.finish_reason or Finish.STOP))

@@ -9,8 +9,8 @@ import msgspec
 from vllm_sim.api.body import PARSE_ERROR_PREFIX
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
-from vllm_sim.api.logprobs import check_logprobs_count, completion_logprobs
-from vllm_sim.api.streaming import OpenAIChunks, json_str, openai_object
+from vllm_sim.api.logprobs import CompletionLogprobs, check_logprobs_count
+from vllm_sim.api.streaming import OpenAIChunks, encoded_choices, json_str, openai_object
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
@@ -63,7 +63,9 @@ class CompletionsEndpoint(Endpoint[CompletionRequest]):
     decoder = msgspec.json.Decoder(CompletionRequest)
 
     def options(self, body: CompletionRequest) -> Options:
-        return Options.of(body, body.max_tokens, "max_tokens", body.n, body.cache_hit_threshold)
+        return Options.of(
+            body, body.max_tokens, "max_tokens", body.n, body.cache_hit_threshold, body.logprobs
+        )
 
     def plan(self, ctx: ApiContext, body: CompletionRequest) -> Plan:
         check_logprobs_count(body.logprobs, "logprobs")
@@ -85,16 +87,17 @@ def _top(call: Call[CompletionRequest]) -> int:
 
 
 def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[str, Any]:
-    choices = [_choice(seq, top) for seq in stream.sequences]
+    logprobs = CompletionLogprobs(top) if top >= 0 else None
+    choices = encoded_choices(stream, lambda seq: _choice(seq, logprobs))
     return openai_object(stream, rid, "text_completion", model, choices)
 
 
-def _choice(seq: Sequence, top: int) -> dict[str, Any]:
+def _choice(seq: Sequence, logprobs: CompletionLogprobs | None) -> dict[str, Any]:
     pieces = seq.output_pieces
     return {
         "index": seq.index,
         "text": "".join(pieces),
-        "logprobs": completion_logprobs(pieces, 0, top, 0) if top >= 0 else None,
+        "logprobs": logprobs.of(pieces, 0, 0) if logprobs is not None else None,
         "finish_reason": seq.finish_reason,
     }
 
@@ -110,20 +113,22 @@ class CompletionChunks(OpenAIChunks):
     ) -> None:
         super().__init__(stream, rid, model, top, include_usage)
         self._offsets: dict[int, int] = {}
+        self._logprobs = CompletionLogprobs(top) if top >= 0 else None
 
     def opening(self, seq: Sequence) -> bytes:
         return b""
 
     def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
         pieces = seq.output_pieces
-        if self._top < 0:
+        encoder = self._logprobs
+        if encoder is None:
             return b"".join(
                 self._chunk(seq, json_str(pieces[i]), b"null", b"null") for i in range(start, end)
             )
         parts = []
         offset = self._offsets.get(seq.index, 0)
         for i in range(start, end):
-            logprobs = completion_logprobs([pieces[i]], i, self._top, offset)
+            logprobs = encoder.of([pieces[i]], i, offset)
             offset += len(pieces[i].encode())
             parts.append(
                 self._chunk(seq, json_str(pieces[i]), msgspec.json.encode(logprobs), b"null")

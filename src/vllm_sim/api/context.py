@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar, TypeVarTuple
 
 from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.omni import ImageEmission
@@ -12,6 +16,13 @@ from vllm_sim.engine.core import Engine
 from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import Headers, HttpRequest
+
+# Bodies above this size are parsed and tokenized on the worker thread (see off_loop):
+# tokenizing 64 KiB of text takes a few milliseconds, a 4 MiB body a quarter second.
+WORKER_BODY_BYTES = 64 * 1024
+
+Ts = TypeVarTuple("Ts")
+T = TypeVar("T")
 
 # A client's X-Request-Id is copied into every chunk of a stream; a longer one is refused
 # rather than multiplied (ids are uuids in practice: 36 characters).
@@ -47,6 +58,7 @@ class ServingSettings:
     served_model_names: tuple[str, ...]
     base_model: str
     max_model_len: int
+    max_request_output_tokens: int = 0  # 0: no limit
     block_size: int = 16
     pod_ip: str = ""
     kv_enabled: bool = False
@@ -72,6 +84,10 @@ class ApiContext:
     request_ids: RequestIds
     failures: FailureInjector
     images: ImageEmission
+    # Does, one at a time, what is too large to do on the event loop (see off_loop).
+    worker: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="vllm-sim-worker")
+    )
     # Read on every request, so copied out of the settings once.
     _served: frozenset[str] = field(init=False)
     _display_model: str = field(init=False)
@@ -83,6 +99,12 @@ class ApiContext:
         self._display_model = self.settings.display_model
         self._echo_request_id = self.settings.echo_request_id
         self._pod_headers = list(self.settings.pod_headers)
+
+    async def off_loop(self, func: Callable[[*Ts], T], *args: *Ts) -> T:
+        """`func(*args)` on the worker thread. The interpreter hands the GIL back to the
+        event loop every few milliseconds, so other clients are served meanwhile; one
+        worker thread keeps it so however many large requests arrive."""
+        return await asyncio.get_running_loop().run_in_executor(self.worker, func, *args)
 
     def resolve_model(self, name: str | None) -> str:
         """The model name a response carries; 404 for a model this server does not serve.

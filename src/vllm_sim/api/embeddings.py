@@ -16,10 +16,17 @@ from typing import Any
 import msgspec
 
 from vllm_sim.api.body import decode_body, json_kind
-from vllm_sim.api.context import ApiContext
+from vllm_sim.api.context import WORKER_BODY_BYTES, ApiContext
 from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
+from vllm_sim.http.messages import (
+    AnyResponse,
+    Headers,
+    HttpRequest,
+    Response,
+    encode_json,
+    json_response,
+)
 
 TOKEN_ID_LIMIT = 2**32
 # Guards, not vLLM behaviour: one request must not make the server allocate gigabytes.
@@ -175,6 +182,26 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     body = decode_body(request.body, _decoder)
     model = ctx.resolve_model(body.model)
     encoding_format, dimensions = _check_options(body, ctx.settings.default_embedding_dimensions)
+    headers = ctx.response_headers(ctx.request_id(request))
+    items = len(body.input) if isinstance(body.input, list) else 1
+    if len(request.body) > WORKER_BODY_BYTES or items * dimensions > INLINE_VALUES:
+        return await ctx.off_loop(_answer, ctx, body, model, encoding_format, dimensions, headers)
+    return _answer(ctx, body, model, encoding_format, dimensions, headers)
+
+
+# Embedding values made on the event loop at most (~50 ns each); more are made on the
+# worker thread.
+INLINE_VALUES = 65536
+
+
+def _answer(
+    ctx: ApiContext,
+    body: EmbeddingRequest,
+    model: str,
+    encoding_format: str,
+    dimensions: int,
+    headers: Headers,
+) -> Response:
     sequences = parse_input(body.input, ctx.tokenizer)
     if len(sequences) * dimensions > MAX_VALUES:  # checked before any vector is made
         message = (
@@ -182,21 +209,27 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
             f"{MAX_VALUES} values one response may carry"
         )
         raise RequestError(400, message, "input")
+    # Each item encoded on its own: on the worker thread, one encode of a million values
+    # would hold the GIL for tens of milliseconds.
     data = [
-        {
-            "object": "embedding",
-            "index": index,
-            "embedding": encode_embedding(embedding_vector(ids, dimensions), encoding_format),
-        }
+        msgspec.Raw(
+            encode_json(
+                {
+                    "object": "embedding",
+                    "index": index,
+                    "embedding": encode_embedding(
+                        embedding_vector(ids, dimensions), encoding_format
+                    ),
+                }
+            )
+        )
         for index, ids in enumerate(sequences)
     ]
     tokens = sum(len(ids) for ids in sequences)
-    return json_response(
-        {
-            "object": "list",
-            "data": data,
-            "model": model,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        },
-        headers=ctx.response_headers(ctx.request_id(request)),
-    )
+    answer = {
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+    return json_response(answer, headers=headers)

@@ -63,6 +63,7 @@ class Options:
     include_usage: bool = False  # stream_options.include_usage
     transfer: KvTransferParams | None = None
     cache_hit_threshold: float | None = None
+    logprobs: int | None = None  # alternatives listed per token; None: no logprobs
 
     @classmethod
     def of(
@@ -72,6 +73,7 @@ class Options:
         max_tokens_field: str,
         n: int | None = None,
         cache_hit_threshold: float | None = None,
+        logprobs: int | None = None,
     ) -> Options:
         """The knobs of an OpenAI-style body, whose shared fields have the same names."""
         stream_options = body.stream_options
@@ -86,6 +88,7 @@ class Options:
             usage,
             body.kv_transfer_params,
             cache_hit_threshold,
+            logprobs,
         )
 
 

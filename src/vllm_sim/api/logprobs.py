@@ -1,14 +1,25 @@
-"""Synthetic logprobs in the chat and completions wire shapes."""
+"""Synthetic logprobs in the chat, Responses and completions wire shapes.
+
+Entries are encoded to JSON bytes, once per distinct (token text, position class) of a
+request: a token's entry depends on nothing else, and the texts of an answer repeat, so
+an answer with thousands of tokens and 20 alternatives each is mostly a join of bytes the
+request already made. Building them as dicts costs ~5 us and ~500 bytes per alternative
+instead, which is what made large logprob answers block the server.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
-from vllm_sim.engine.generation.logprobs import token_logprob, top_alternatives
+import msgspec
+
+from vllm_sim.engine.generation.logprobs import PERIOD, token_logprob, top_alternatives
 from vllm_sim.errors import RequestError
 
 # vLLM's default --max-logprobs: asking for more is a 400 there too.
 MAX_LOGPROBS = 20
+
+_encode = msgspec.json.encode
 
 
 def check_logprobs_count(value: int | None, param: str) -> None:
@@ -29,39 +40,74 @@ def _bytes(piece: str) -> list[int]:
     return list(piece.encode())
 
 
-def chat_entry(piece: str, position: int, top: int) -> dict[str, Any]:
-    """One `logprobs.content` entry; `top_logprobs` holds `top` alternatives."""
-    return {
-        "token": piece,
-        "logprob": token_logprob(position),
-        "bytes": _bytes(piece),
-        "top_logprobs": [
-            {"token": tok, "logprob": value, "bytes": _bytes(tok)}
-            for tok, value in top_alternatives(piece, position, top)
-        ],
-    }
+class ChatLogprobs:
+    """The chat and Responses shape: one `{token, logprob, bytes, top_logprobs}` entry per
+    token, with `top` alternatives."""
+
+    __slots__ = ("_memo", "_top")
+
+    def __init__(self, top: int) -> None:
+        self._top = top
+        self._memo: dict[tuple[str, int], bytes] = {}
+
+    def entry(self, piece: str, position: int) -> bytes:
+        key = (piece, position % PERIOD)
+        encoded = self._memo.get(key)
+        if encoded is None:
+            encoded = _encode(
+                {
+                    "token": piece,
+                    "logprob": token_logprob(position),
+                    "bytes": _bytes(piece),
+                    "top_logprobs": [
+                        {"token": tok, "logprob": value, "bytes": _bytes(tok)}
+                        for tok, value in top_alternatives(piece, position, self._top)
+                    ],
+                }
+            )
+            self._memo[key] = encoded
+        return encoded
+
+    def entries(self, pieces: Sequence[str], start: int) -> msgspec.Raw:
+        """The JSON list of the entries of `pieces`, the first at position `start`."""
+        entry = self.entry
+        return msgspec.Raw(
+            b"[" + b",".join([entry(p, start + i) for i, p in enumerate(pieces)]) + b"]"
+        )
+
+    def content(self, pieces: Sequence[str], start: int) -> msgspec.Raw:
+        """Chat's `logprobs` object: `{"content": [entries]}`."""
+        return msgspec.Raw(b'{"content":' + self.entries(pieces, start) + b"}")
 
 
-def chat_logprobs(pieces: list[str], start: int, top: int) -> dict[str, Any]:
-    return {"content": [chat_entry(p, start + i, top) for i, p in enumerate(pieces)]}
+class CompletionLogprobs:
+    """The legacy completions shape: parallel lists and one top-N map per token. The
+    sampled token is always in its own map, as in vLLM (so logprobs=0 gives one)."""
 
+    __slots__ = ("_count", "_memo")
 
-def response_logprobs(pieces: list[str], start: int, top: int) -> list[dict[str, Any]]:
-    """The Responses API shape: a list of entries like chat's (first token at `start`)."""
-    return [chat_entry(p, start + i, top) for i, p in enumerate(pieces)]
+    def __init__(self, top: int) -> None:
+        self._count = max(top, 1)
+        self._memo: dict[tuple[str, int], msgspec.Raw] = {}
 
+    def _top_map(self, piece: str, position: int) -> msgspec.Raw:
+        key = (piece, position % PERIOD)
+        encoded = self._memo.get(key)
+        if encoded is None:
+            encoded = msgspec.Raw(_encode(dict(top_alternatives(piece, position, self._count))))
+            self._memo[key] = encoded
+        return encoded
 
-def completion_logprobs(pieces: list[str], start: int, top: int, offset: int) -> dict[str, Any]:
-    """The legacy completions shape: parallel lists and one top-N map per token."""
-    offsets = []
-    for piece in pieces:
-        offsets.append(offset)
-        offset += len(piece.encode())
-    # The sampled token is always in its own top map, as in vLLM (so logprobs=0 gives one).
-    count = max(top, 1)
-    return {
-        "tokens": pieces,
-        "token_logprobs": [token_logprob(start + i) for i in range(len(pieces))],
-        "top_logprobs": [dict(top_alternatives(p, start + i, count)) for i, p in enumerate(pieces)],
-        "text_offset": offsets,
-    }
+    def of(self, pieces: Sequence[str], start: int, offset: int) -> dict[str, object]:
+        """The logprobs of `pieces`, the first at position `start` and text offset `offset`."""
+        offsets = []
+        for piece in pieces:
+            offsets.append(offset)
+            offset += len(piece.encode())
+        top_map = self._top_map
+        return {
+            "tokens": pieces,
+            "token_logprobs": [token_logprob(start + i) for i in range(len(pieces))],
+            "top_logprobs": [top_map(p, start + i) for i, p in enumerate(pieces)],
+            "text_offset": offsets,
+        }

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from vllm_sim.api.body import decode_body
-from vllm_sim.api.context import ApiContext
+from vllm_sim.api.context import WORKER_BODY_BYTES, ApiContext
 from vllm_sim.api.endpoint import B, Call, Endpoint, Options, Plan
 from vllm_sim.api.errors import http_error
 from vllm_sim.api.streaming import sse_events
@@ -27,7 +27,7 @@ from vllm_sim.http.messages import (
     HttpRequest,
     Response,
     StreamingResponse,
-    json_response,
+    encode_json,
 )
 
 
@@ -56,12 +56,10 @@ async def serve(ctx: ApiContext, endpoint: Endpoint[B], request: HttpRequest) ->
     options = endpoint.options(body)
     check_options(options)
     options.include_usage = options.include_usage and endpoint.capabilities.include_usage
-    try:
-        plan = endpoint.plan(ctx, body)
-    except RecursionError:
-        # The decoder accepts deeper nesting than a protocol's own walk of the body can
-        # follow (a tool call's arguments, a schema): a client mistake, not a crash.
-        raise RequestError(400, "The request is nested too deeply") from None
+    if len(request.body) > WORKER_BODY_BYTES:
+        plan = await ctx.off_loop(_plan, ctx, endpoint, body)
+    else:
+        plan = _plan(ctx, endpoint, body)
     generation = _generation_request(ctx, endpoint, request, request_id, model, options, plan)
     try:
         stream = ctx.engine.submit(generation)
@@ -73,14 +71,41 @@ async def serve(ctx: ApiContext, endpoint: Endpoint[B], request: HttpRequest) ->
         encoder = endpoint.chunks(call)
         return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
     await wait_for_result(stream, request)
+    if _answer_size(stream, options) <= INLINE_ANSWER_SIZE:
+        encoded = _answer_body(endpoint, call, generation)
+    else:
+        encoded = await ctx.off_loop(_answer_body, endpoint, call, generation)
+    return Response(200, encoded, headers=headers)
+
+
+# Output tokens (each logprob alternative counted) above which an answer is not built on
+# the event loop: ~1 us each, so a few milliseconds' worth at most.
+INLINE_ANSWER_SIZE = 4096
+
+
+def _answer_size(stream: RequestStream, options: Options) -> int:
+    tokens = sum(seq.emitted for seq in stream.sequences)
+    return tokens * (1 + (options.logprobs or 0))
+
+
+def _answer_body(endpoint: Endpoint[B], call: Call[B], generation: GenerationRequest) -> bytes:
     answer = endpoint.answer(call)
     if generation.do_remote_decode:
-        settings = ctx.settings
-        sequence = stream.sequences[0]
+        settings = call.ctx.settings
+        sequence = call.stream.sequences[0]
         answer["kv_transfer_params"] = prefill_answer(
             sequence, settings.pod_ip, settings.block_size
         )
-    return json_response(answer, headers=headers)
+    return encode_json(answer)
+
+
+def _plan(ctx: ApiContext, endpoint: Endpoint[B], body: B) -> Plan:
+    try:
+        return endpoint.plan(ctx, body)
+    except RecursionError:
+        # The decoder accepts deeper nesting than a protocol's own walk of the body can
+        # follow (a tool call's arguments, a schema): a client mistake, not a crash.
+        raise RequestError(400, "The request is nested too deeply") from None
 
 
 def check_options(options: Options) -> None:
@@ -130,6 +155,7 @@ def _generation_request(
         cache_hit_threshold=options.cache_hit_threshold if features.cache_hit_threshold else None,
         force_cache_threshold=features.threshold_header and cache_threshold_forced(request),
         max_tokens_field=options.max_tokens_field,
+        logprobs=options.logprobs,
     )
 
 

@@ -31,7 +31,7 @@ _completion_decoder = msgspec.json.Decoder(CompletionRenderRequest)
 _chat_decoder = msgspec.json.Decoder(ChatRenderRequest)
 
 
-async def render_completion(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+def render_completion(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     body = decode_body(request.body, _completion_decoder)
     ctx.resolve_model(body.model)
     prompts = parse_prompts(body.prompt, ctx.tokenizer)
@@ -39,7 +39,7 @@ async def render_completion(ctx: ApiContext, request: HttpRequest) -> AnyRespons
     return json_response([{"token_ids": p.token_ids} for p in prompts], headers=headers)
 
 
-async def render_chat(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+def render_chat(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     body = decode_body(request.body, _chat_decoder)
     ctx.resolve_model(body.model)
     if not body.messages:

@@ -23,7 +23,7 @@ from vllm_sim.api.conversation import (
     read_conversation,
 )
 from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
-from vllm_sim.api.logprobs import check_logprobs_count, response_logprobs
+from vllm_sim.api.logprobs import ChatLogprobs, check_logprobs_count
 from vllm_sim.api.streaming import named_event
 from vllm_sim.api.tools import (
     parse_tool_choice,
@@ -206,6 +206,7 @@ class ResponsesEndpoint(Endpoint[ResponsesRequest]):
             "max_output_tokens",
             stream=bool(body.stream),
             ignore_eos=bool(body.ignore_eos),
+            logprobs=_logprob_alternatives(body),
         )
 
     def plan(self, ctx: ApiContext, body: ResponsesRequest) -> Plan:
@@ -226,6 +227,13 @@ class ResponsesEndpoint(Endpoint[ResponsesRequest]):
         return shape.response(seq, [output_item(seq, shape, done=True)])
 
 
+def _logprob_alternatives(body: ResponsesRequest) -> int | None:
+    """Alternatives per token; None (no logprobs at all) unless `include` asks for them."""
+    if body.include and LOGPROBS_INCLUDE in body.include:
+        return max(body.top_logprobs or 0, 0)
+    return None
+
+
 # ---------------------------------------------------------------- objects
 class ResponseShape:
     """What every response object of one request shares."""
@@ -237,9 +245,8 @@ class ResponseShape:
         self.model = call.model
         self.body = body
         self.text = _text_echo(body.text)
-        self.top = -1  # no logprobs unless `include` asks for them
-        if body.include and LOGPROBS_INCLUDE in body.include:
-            self.top = max(body.top_logprobs or 0, 0)
+        alternatives = _logprob_alternatives(body)
+        self.logprobs = None if alternatives is None else ChatLogprobs(alternatives)
         self.created_at = int(call.stream.request.arrival_time)
 
     def response(
@@ -292,8 +299,8 @@ def _usage(seq: Sequence) -> dict[str, Any]:
 
 def _text_part(seq: Sequence, shape: ResponseShape, text: str) -> dict[str, Any]:
     part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
-    if shape.top >= 0:
-        part["logprobs"] = response_logprobs(seq.output_pieces, 0, shape.top)
+    if shape.logprobs is not None:
+        part["logprobs"] = shape.logprobs.entries(seq.output_pieces, 0)
     return part
 
 
@@ -353,7 +360,7 @@ class ResponseEvents:
         ]
         if not seq.tool_calls:
             part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
-            if shape.top >= 0:
+            if shape.logprobs is not None:
                 part["logprobs"] = []
             parts.append(
                 self._event("response.content_part.added", {**self._where(seq), "part": part})
@@ -368,14 +375,14 @@ class ResponseEvents:
                 self._event(name, {**self._where(seq), "delta": pieces[i]})
                 for i in range(start, end)
             )
-        top = self._shape.top
+        logprobs = self._shape.logprobs
         return b"".join(
             self._event(
                 "response.output_text.delta",
                 {
                     **self._where(seq),
                     "delta": pieces[i],
-                    "logprobs": response_logprobs([pieces[i]], i, top) if top >= 0 else [],
+                    "logprobs": logprobs.entries([pieces[i]], i) if logprobs is not None else [],
                 },
             )
             for i in range(start, end)

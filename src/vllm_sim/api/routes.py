@@ -11,7 +11,7 @@ from vllm_sim.api.admin import RuntimeControl, admin_handlers
 from vllm_sim.api.anthropic import MessagesEndpoint
 from vllm_sim.api.chat import ChatEndpoint
 from vllm_sim.api.completions import CompletionsEndpoint
-from vllm_sim.api.context import ApiContext
+from vllm_sim.api.context import WORKER_BODY_BYTES, ApiContext
 from vllm_sim.api.endpoint import Endpoint
 from vllm_sim.api.generate import GenerateEndpoint
 from vllm_sim.api.health import Readiness, health, metrics_handler, readiness_handler
@@ -24,6 +24,7 @@ from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest
 from vllm_sim.metrics.exposition import Registry
 
 ApiHandler = Callable[[ApiContext, HttpRequest], Awaitable[AnyResponse]]
+SyncApiHandler = Callable[[ApiContext, HttpRequest], AnyResponse]
 
 # Open to anyone whatever the keys, as in vLLM: probes and scrapers carry no key.
 OPEN_PATHS = frozenset({"/health", "/health/ready", "/metrics"})
@@ -88,6 +89,18 @@ def _bind(ctx: ApiContext, handler: ApiHandler) -> Handler:
     return bound
 
 
+def _bind_sync(ctx: ApiContext, handler: SyncApiHandler) -> Handler:
+    """A handler that does all its work at once: on the worker thread for a large body."""
+
+    async def bound(request: HttpRequest) -> AnyResponse:
+        if len(request.body) <= WORKER_BODY_BYTES:
+            return handler(ctx, request)
+        ctx.request_id(request)  # made here: the id counter belongs to the event loop
+        return await ctx.off_loop(handler, ctx, request)
+
+    return bound
+
+
 def build_routes(
     ctx: ApiContext,
     registry: Registry,
@@ -106,10 +119,10 @@ def build_routes(
             Route(e.path, {"POST": generation_handler(ctx, e)}, True, error_body=e.error_body)
             for e in generation_endpoints()
         ),
-        Route("/v1/completions/render", {"POST": _bind(ctx, render.render_completion)}),
-        Route("/v1/chat/completions/render", {"POST": _bind(ctx, render.render_chat)}),
-        Route("/tokenize", {"POST": _bind(ctx, tokenize.tokenize)}),
-        Route("/detokenize", {"POST": _bind(ctx, tokenize.detokenize)}),
+        Route("/v1/completions/render", {"POST": _bind_sync(ctx, render.render_completion)}),
+        Route("/v1/chat/completions/render", {"POST": _bind_sync(ctx, render.render_chat)}),
+        Route("/tokenize", {"POST": _bind_sync(ctx, tokenize.tokenize)}),
+        Route("/detokenize", {"POST": _bind_sync(ctx, tokenize.detokenize)}),
         Route("/v1/models", {"GET": _bind(ctx, models.handle)}),
         Route("/v1/load_lora_adapter", {"POST": _bind(ctx, lora.load)}),
         Route("/v1/unload_lora_adapter", {"POST": _bind(ctx, lora.unload)}),

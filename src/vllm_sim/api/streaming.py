@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -111,6 +112,12 @@ def sse_events(
     return produce
 
 
+# Token events encoded per write. A request's tokens may all be due at once (zero
+# inter-token latency, n in the hundreds): written in slices, with the loop yielded between
+# them, they neither block other clients nor pile up in memory ahead of a slow reader.
+TOKENS_PER_WRITE = 256
+
+
 async def _write_events(
     stream: RequestStream, request: HttpRequest, encoder: ChunkEncoder, write: BodyWriter
 ) -> None:
@@ -131,14 +138,21 @@ async def _write_events(
                 await stream.notification()
                 continue
             parts: list[bytes] = []
+            room = TOKENS_PER_WRITE
             for i, seq in enumerate(sequences):
                 if not closed[i]:
-                    _encode_news(seq, i, encoder, opened, closed, parts)
+                    room = _encode_news(seq, i, encoder, opened, closed, parts, room)
+                    if room <= 0:
+                        break
             error = stream.error
             if isinstance(error, RequestAborted):
                 return
             if error is not None:
                 parts.append(encoder.error(as_request_error(error)))
+            elif room <= 0:
+                await write(b"".join(parts))
+                await asyncio.sleep(0)
+                continue
             elif stream.done:
                 parts.append(encoder.closing(stream))
             if parts:
@@ -158,18 +172,24 @@ def _encode_news(
     opened: list[bool],
     closed: list[bool],
     parts: list[bytes],
-) -> None:
+    room: int,
+) -> int:
+    """Encodes up to `room` new tokens of `seq` (and its end, once all are sent); returns
+    the room left."""
     emitted = seq.emitted
     if emitted > seq.sent or seq.finished:
         if not opened[i]:
             opened[i] = True
             parts.append(encoder.opening(seq))
         if emitted > seq.sent:
-            parts.append(encoder.tokens(seq, seq.sent, emitted))
-            seq.sent = emitted
-    if seq.finished:
+            end = min(emitted, seq.sent + room)
+            parts.append(encoder.tokens(seq, seq.sent, end))
+            room -= end - seq.sent
+            seq.sent = end
+    if seq.finished and seq.sent >= seq.emitted:
         closed[i] = True
         parts.append(encoder.finish(seq))
+    return room
 
 
 _encode = msgspec.json.encode
@@ -180,8 +200,16 @@ def json_str(text: str) -> bytes:
     return _encode(text)
 
 
+def encoded_choices(
+    stream: RequestStream, choice: Callable[[Sequence], dict[str, Any]]
+) -> list[msgspec.Raw]:
+    """The choices of an answer, each encoded on its own: an answer too large for the event
+    loop is built on a thread, and one encode of all of it would hold the GIL throughout."""
+    return [msgspec.Raw(_encode(choice(seq))) for seq in stream.sequences]
+
+
 def openai_object(
-    stream: RequestStream, rid: str, obj: str, model: str, choices: list[dict[str, Any]]
+    stream: RequestStream, rid: str, obj: str, model: str, choices: list[Any]
 ) -> dict[str, Any]:
     """A chat or text completion (or their final usage chunk) with the request's usage."""
     return {

@@ -31,7 +31,7 @@ _tokenize_decoder = msgspec.json.Decoder(TokenizeRequest)
 _detokenize_decoder = msgspec.json.Decoder(DetokenizeRequest)
 
 
-async def tokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+def tokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     body = decode_body(request.body, _tokenize_decoder, TOKENIZE_PARSE_PREFIX)
     if body.prompt and body.messages is not None:
         raise RequestError(400, "both prompt and messages fields in tokenize request", "prompt")
@@ -51,8 +51,15 @@ async def tokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     )
 
 
-async def detokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+def detokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     body = decode_body(request.body, _detokenize_decoder, DETOKENIZE_PARSE_PREFIX)
+    limit = ctx.settings.max_request_output_tokens
+    if limit and len(body.tokens) > limit:
+        message = (
+            f"{len(body.tokens)} tokens are more than the {limit} a request may ask for "
+            "(--max-request-output-tokens)"
+        )
+        raise RequestError(400, message, "tokens")
     for index, token in enumerate(body.tokens):
         if not 0 <= token <= _MAX_TOKEN_ID:
             raise RequestError(400, f"token id {token} is out of range", f"tokens[{index}]")

@@ -300,6 +300,13 @@ SETTINGS: tuple[Setting, ...] = (
     flag("max-request-body-size-mb", INT, 4, S, "Largest accepted request body",
          rules=(r.between(1, 512, "max-request-body-size-mb must be between 1 MB and 512 MB, "
                           "got {value}"),)),
+    flag("max-request-output-tokens", INT, 500_000, S,
+         "Most output one request may make: n x prompts x max_tokens (counted as 1000 "
+         "when unset) x (1 + logprob alternatives per token). A request asking more is a 400 "
+         "naming this limit; one making more (a long echo or tool call) fails once past it. "
+         "Also caps /detokenize. 0: no limit",
+         rules=(NN("max request output tokens cannot be less than 0"),
+                r.at_most(10**12, "max request output tokens cannot be more than 10^12"))),
     flag("enable-request-id-headers", BOOL, False, S, "Echo X-Request-Id in responses"),
     flag("log-http", BOOL, False, S, "Log every HTTP request"),
     flag("host", STRING, "0.0.0.0", S, "Address to bind (e.g. 127.0.0.1 for this machine only)"),

@@ -26,6 +26,7 @@ class Config:
     # Server
     port: int
     max_request_body_size_mb: int
+    max_request_output_tokens: int
     enable_request_id_headers: bool
     log_http: bool
     disable_log_stats: bool

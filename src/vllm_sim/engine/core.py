@@ -15,6 +15,7 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
+from vllm_sim.engine import budget
 from vllm_sim.engine.clock import LoopScheduler, Scheduler, TimerHandle
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.errors import EngineError, Refusal, RequestAborted
@@ -31,6 +32,10 @@ from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 # round trip: event-loop timers have millisecond granularity.
 _EARLY = 0.0005
 _NEVER = float("inf")
+# Tokens the engine generates in one turn of the event loop: with no latency configured a
+# whole request (n in the hundreds) would otherwise be generated, and released, in one
+# go, and nothing else (health checks, other clients) would run meanwhile. ~3 ms.
+WORK_PER_TURN = 16384
 
 log = logging.getLogger("vllm_sim")
 
@@ -63,6 +68,7 @@ class EngineLimits:
     block_size: int = 16
     max_loras: int = 1
     max_cpu_loras: int = 1
+    max_request_output_tokens: int = 0  # 0: no limit
 
 
 class Engine:
@@ -101,6 +107,8 @@ class Engine:
         self._admitting = False
         self._ticking = False
         self._fake_running: int | None = None
+        self._work = 0  # tokens generated this turn of the loop
+        self._admission_deferred = False
 
     # ----------------------------------------------------------------- public API
     def load(self) -> int:
@@ -144,6 +152,7 @@ class Engine:
         """
         if self.asleep:
             raise EngineError(Refusal.SLEEPING, SLEEPING)
+        self._work = 0
         stream: RequestStream | None = None
         try:
             self._check_room(request)
@@ -178,6 +187,9 @@ class Engine:
             request.lora = request.model
         for prompt in request.prompts:
             self._check_context(request, len(prompt.token_ids))
+        budget.check_request(
+            request, self.limits.max_request_output_tokens, self.limits.max_model_len
+        )
         if self.kv is not None:
             for prompt in request.prompts:
                 prompt.block_hashes = self.kv.hashes(
@@ -245,6 +257,9 @@ class Engine:
         self._admitting = True
         try:
             while self.num_running < self.limits.max_num_seqs:
+                if self._work >= WORK_PER_TURN:
+                    self._defer_admission()
+                    break
                 seq = self._pop_admissible()
                 if seq is None:
                     break
@@ -252,6 +267,17 @@ class Engine:
                 self._start(seq)
         finally:
             self._admitting = False
+
+    def _defer_admission(self) -> None:
+        """Admits the rest on the next turn of the loop (see WORK_PER_TURN)."""
+        if not self._admission_deferred:
+            self._admission_deferred = True
+            self._scheduler.call_at(self._clock(), self._resume_admission)
+
+    def _resume_admission(self) -> None:
+        self._admission_deferred = False
+        self._work = 0
+        self._admit()
 
     def _pop_admissible(self) -> Sequence | None:
         """The oldest waiting sequence that may start now, taken off the queue.
@@ -295,6 +321,9 @@ class Engine:
                 self._refuse_by_threshold(seq, now)
                 return
             self.content.generate(seq, self.limits.max_model_len)
+            made = len(seq.output_ids)
+            self._work += made
+            self._count_output(seq.stream, made)
             if seq.request.do_remote_decode:
                 seq.finish_reason = Finish.REMOTE_DECODE  # the decode node continues this one
             # Prefix-cache hits (seq.cached_tokens) are looked up here, before the TTFT.
@@ -313,6 +342,13 @@ class Engine:
             self._crash(seq, "starting")
             return
         seq.stream.notify()
+
+    def _count_output(self, stream: RequestStream, tokens: int) -> None:
+        """Raises once a request made more than it may (see engine.budget)."""
+        limit = self.limits.max_request_output_tokens
+        stream.output_units += tokens * budget.units_per_token(stream.request)
+        if limit and stream.output_units > limit:
+            raise budget.over_budget(stream.request, limit)
 
     def _look_up_prefix(self, seq: Sequence) -> bool:
         """Holds the prompt's blocks and sets its cached tokens; True if the cache-hit
@@ -408,8 +444,9 @@ class Engine:
         now = self._clock()
         horizon = now + _EARLY
         touched: list[RequestStream] = []
+        self._work = 0
         try:
-            while heap and heap[0][0] <= horizon:
+            while heap and heap[0][0] <= horizon and self._work < WORK_PER_TURN:
                 deadline, _, seq = heapq.heappop(heap)
                 if seq.state is not SeqState.RUNNING:
                     continue

@@ -56,4 +56,5 @@ class GenerationRequest:
     arrival_time: float = 0.0  # wall clock (time.time()) when the request arrived
     # Param named in a context-length error (the field that carried max_tokens, if any).
     max_tokens_field: str = "max_tokens"
+    logprobs: int | None = None  # alternatives the answer lists per token; None: no logprobs
     extra: dict[str, object] = field(default_factory=dict)

@@ -114,7 +114,16 @@ class RequestStream:
     `seq.output_pieces[seq.sent:seq.emitted]` of every sequence and the finish reasons.
     """
 
-    __slots__ = ("_abort_cb", "_done", "_waiter", "error", "remaining", "request", "sequences")
+    __slots__ = (
+        "_abort_cb",
+        "_done",
+        "_waiter",
+        "error",
+        "output_units",
+        "remaining",
+        "request",
+        "sequences",
+    )
 
     def __init__(
         self, request: GenerationRequest, abort: Callable[[RequestStream], None] | None = None
@@ -122,6 +131,7 @@ class RequestStream:
         self.request = request
         self.sequences: list[Sequence] = []
         self.remaining = 0
+        self.output_units = 0  # tokens made so far, logprob alternatives included
         self.error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._done = False

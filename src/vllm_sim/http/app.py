@@ -156,7 +156,19 @@ async def _send(send: Send, response: AnyResponse) -> None:
     if response.content_type:
         headers.append((b"content-type", response.content_type))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
-    await send({"type": "http.response.body", "body": response.body})
+    body = response.body
+    if len(body) <= BODY_SLICE:
+        await send({"type": "http.response.body", "body": body})
+        return
+    # In slices: the server waits for the socket to drain between them, so a large answer
+    # to a slow reader is not copied whole into the transport's buffer.
+    for start in range(0, len(body), BODY_SLICE):
+        piece = body[start : start + BODY_SLICE]
+        await send({"type": "http.response.body", "body": piece, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+BODY_SLICE = 1 << 20
 
 
 async def _send_stream(send: Send, response: StreamingResponse) -> None:

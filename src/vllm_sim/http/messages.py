@@ -126,6 +126,9 @@ class ErrorBody(msgspec.Struct):
 
 
 _encoder = msgspec.json.Encoder()
+# Shared by the loop and the answer thread: an encode holds the GIL from start to end (no
+# hooks call back into Python), so one encoder is never entered twice at once.
+encode_json = _encoder.encode
 
 
 def error_body(error: RequestError) -> bytes:

@@ -8,8 +8,13 @@ _BASE_TENTHS = 10
 _ALTERNATIVE_STEP_TENTHS = 5
 
 
+PERIOD = 3
+"""Logprob values repeat every PERIOD positions: a token's entry depends only on its text
+and `position % PERIOD`, so encoders may reuse it."""
+
+
 def _tenths(position: int) -> int:
-    return _BASE_TENTHS + position % 3
+    return _BASE_TENTHS + position % PERIOD
 
 
 def token_logprob(position: int) -> float:

@@ -34,6 +34,7 @@ _TOKEN_RE: Final = re.compile(
     re.DOTALL,
 )
 
+_SLICE_CHARS: Final = 16 * 1024  # characters tokenized per regex call (~1 ms)
 _MEMO_ENTRIES: Final = 4096  # remembered prompt texts
 _MEMO_MAX_CHARS: Final = 4096  # longer texts are tokenized each time
 
@@ -68,7 +69,9 @@ class SimulatedTokenizer:
 
     def tokenize(self, text: str) -> tuple[list[int], list[str]]:
         """Token ids and pieces of `text`; `"".join(pieces) == text`."""
-        pieces: list[str] = self._split(text)
+        pieces: list[str] = (
+            self._split(text) if len(text) <= _SLICE_CHARS else self._split_slices(text)
+        )
         try:
             # Fast path: every piece already hashed (the common case for repeated text).
             ids = list(map(self._vocab.ids.__getitem__, pieces))
@@ -76,6 +79,28 @@ class SimulatedTokenizer:
             id_of = self._vocab.id_of
             ids = [id_of(piece) for piece in pieces]
         return ids, pieces
+
+    @staticmethod
+    def _split_slices(text: str) -> list[str]:
+        """The pieces of a long text, one slice at a time: each regex call holds the GIL
+        from start to end, and a text of megabytes is tokenized on a worker thread while
+        the event loop must keep running."""
+        pieces: list[str] = []
+        start = 0
+        while len(text) - start > _SLICE_CHARS:
+            end = start + _SLICE_CHARS
+            part: list[str] = _TOKEN_RE.findall(text, start, end)
+            if len(part) > 1:
+                last = part.pop()  # may be cut by `end`: read again with the next slice
+                pieces += part
+                start = end - len(last)  # the pieces join back to text[start:end]
+            else:  # one piece as long as the slice: read it whole
+                match = _TOKEN_RE.match(text, start)
+                piece = match.group() if match else text[start:]
+                pieces.append(piece)
+                start += len(piece)
+        pieces += _TOKEN_RE.findall(text, start)
+        return pieces
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`.
