@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-import pytest
-
 from tests.unit.engine.test_core import make_engine, refusal, request, run
 from vllm_sim.engine import budget
 from vllm_sim.engine.core import WORK_PER_TURN, Engine
