@@ -115,7 +115,7 @@ def _json_plan(ctx: ApiContext, body: ChatRequest) -> JsonPlan | None:
 
 def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[str, Any]:
     logprobs = ChatLogprobs(top) if top >= 0 else None
-    choices = encoded_choices(stream, lambda seq: _choice(seq, logprobs))
+    choices = encoded_choices(stream, _choice, logprobs)
     return openai_object(stream, rid, "chat.completion", model, choices)
 
 

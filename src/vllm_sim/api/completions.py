@@ -88,7 +88,7 @@ def _top(call: Call[CompletionRequest]) -> int:
 
 def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[str, Any]:
     logprobs = CompletionLogprobs(top) if top >= 0 else None
-    choices = encoded_choices(stream, lambda seq: _choice(seq, logprobs))
+    choices = encoded_choices(stream, _choice, logprobs)
     return openai_object(stream, rid, "text_completion", model, choices)
 
 

@@ -56,10 +56,15 @@ async def serve(ctx: ApiContext, endpoint: Endpoint[B], request: HttpRequest) ->
     options = endpoint.options(body)
     check_options(options)
     options.include_usage = options.include_usage and endpoint.capabilities.include_usage
-    if len(request.body) > WORKER_BODY_BYTES:
-        plan = await ctx.off_loop(_plan, ctx, endpoint, body)
-    else:
-        plan = _plan(ctx, endpoint, body)
+    try:
+        if len(request.body) <= WORKER_BODY_BYTES:
+            plan = endpoint.plan(ctx, body)
+        else:
+            plan = await ctx.off_loop(endpoint.plan, ctx, body)
+    except RecursionError:
+        # The decoder accepts deeper nesting than a protocol's own walk of the body can
+        # follow (a tool call's arguments, a schema): a client mistake, not a crash.
+        raise RequestError(400, "The request is nested too deeply") from None
     generation = _generation_request(ctx, endpoint, request, request_id, model, options, plan)
     try:
         stream = ctx.engine.submit(generation)
@@ -84,8 +89,10 @@ INLINE_ANSWER_SIZE = 4096
 
 
 def _answer_size(stream: RequestStream, options: Options) -> int:
-    tokens = sum(seq.emitted for seq in stream.sequences)
-    return tokens * (1 + (options.logprobs or 0))
+    tokens = 0
+    for seq in stream.sequences:
+        tokens += seq.emitted
+    return tokens if options.logprobs is None else tokens * (1 + options.logprobs)
 
 
 def _answer_body(endpoint: Endpoint[B], call: Call[B], generation: GenerationRequest) -> bytes:
@@ -97,15 +104,6 @@ def _answer_body(endpoint: Endpoint[B], call: Call[B], generation: GenerationReq
             sequence, settings.pod_ip, settings.block_size
         )
     return encode_json(answer)
-
-
-def _plan(ctx: ApiContext, endpoint: Endpoint[B], body: B) -> Plan:
-    try:
-        return endpoint.plan(ctx, body)
-    except RecursionError:
-        # The decoder accepts deeper nesting than a protocol's own walk of the body can
-        # follow (a tool call's arguments, a schema): a client mistake, not a crash.
-        raise RequestError(400, "The request is nested too deeply") from None
 
 
 def check_options(options: Options) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
@@ -14,6 +14,8 @@ from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import BodyWriter, HttpRequest, error_body
+
+L = TypeVar("L")
 
 
 class ChunkEncoder(Protocol):
@@ -201,11 +203,15 @@ def json_str(text: str) -> bytes:
 
 
 def encoded_choices(
-    stream: RequestStream, choice: Callable[[Sequence], dict[str, Any]]
-) -> list[msgspec.Raw]:
-    """The choices of an answer, each encoded on its own: an answer too large for the event
-    loop is built on a thread, and one encode of all of it would hold the GIL throughout."""
-    return [msgspec.Raw(_encode(choice(seq))) for seq in stream.sequences]
+    stream: RequestStream, choice: Callable[[Sequence, L], dict[str, Any]], how: L
+) -> list[Any]:
+    """`choice(seq, how)` of each sequence, each encoded on its own: an answer too large
+    for the event loop is built on a thread, and one encode of all of it would hold the
+    GIL throughout."""
+    sequences = stream.sequences
+    if len(sequences) == 1:
+        return [choice(sequences[0], how)]  # nothing to split: encoded with the answer
+    return [msgspec.Raw(_encode(choice(seq, how))) for seq in sequences]
 
 
 def openai_object(

@@ -21,21 +21,22 @@ UNSET_MAX_TOKENS_GUESS: Final = 1000
 FLAG: Final = "--max-request-output-tokens"
 
 
-def units_per_token(request: GenerationRequest) -> int:
-    """A token, plus each logprob alternative its answer lists."""
-    return 1 + (request.logprobs or 0)
-
-
 def check_request(request: GenerationRequest, limit: int, max_model_len: int) -> None:
     """Refuses a request whose worst case is over `limit` (0: no limit)."""
     if not limit:
         return
+    asked = request.max_tokens
+    if (
+        asked is not None
+        and request.logprobs is None
+        and request.n * len(request.prompts) * asked <= limit
+    ):
+        return  # the common case, decided without a walk over the prompts
     tokens = 0
     for prompt in request.prompts:
         room = max(max_model_len - len(prompt.token_ids), 0)
-        asked = request.max_tokens
         tokens += min(room, UNSET_MAX_TOKENS_GUESS if asked is None else asked)
-    per_token = units_per_token(request)
+    per_token = 1 + (request.logprobs or 0)  # a token, and each alternative listed
     total = request.n * tokens * per_token
     if total > limit:
         raise EngineError(

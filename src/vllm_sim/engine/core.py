@@ -323,7 +323,12 @@ class Engine:
             self.content.generate(seq, self.limits.max_model_len)
             made = len(seq.output_ids)
             self._work += made
-            self._count_output(seq.stream, made)
+            # Counted as made: output can come out longer than admission guessed (budget).
+            stream, logprobs = seq.stream, seq.request.logprobs
+            stream.output_units += made if logprobs is None else made * (1 + logprobs)
+            limit = self.limits.max_request_output_tokens
+            if limit and stream.output_units > limit:
+                raise budget.over_budget(seq.request, limit)
             if seq.request.do_remote_decode:
                 seq.finish_reason = Finish.REMOTE_DECODE  # the decode node continues this one
             # Prefix-cache hits (seq.cached_tokens) are looked up here, before the TTFT.
@@ -342,13 +347,6 @@ class Engine:
             self._crash(seq, "starting")
             return
         seq.stream.notify()
-
-    def _count_output(self, stream: RequestStream, tokens: int) -> None:
-        """Raises once a request made more than it may (see engine.budget)."""
-        limit = self.limits.max_request_output_tokens
-        stream.output_units += tokens * budget.units_per_token(stream.request)
-        if limit and stream.output_units > limit:
-            raise budget.over_budget(stream.request, limit)
 
     def _look_up_prefix(self, seq: Sequence) -> bool:
         """Holds the prompt's blocks and sets its cached tokens; True if the cache-hit
