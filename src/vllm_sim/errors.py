@@ -8,9 +8,11 @@ _TYPE_BY_STATUS = {
     403: "PermissionDeniedError",
     404: "NotFoundError",
     405: "MethodNotAllowedError",
+    408: "RequestTimeoutError",
     413: "RequestEntityTooLargeError",
     422: "UnprocessableEntityError",
     429: "RateLimitError",
+    431: "RequestHeaderFieldsTooLargeError",
 }
 
 

@@ -15,6 +15,7 @@ from collections.abc import Generator
 import uvicorn
 
 from vllm_sim.server.build import Instance
+from vllm_sim.server.http_protocol import BoundedHttpToolsProtocol
 from vllm_sim.server.tls import TlsSetup
 
 log = logging.getLogger("vllm_sim")
@@ -133,7 +134,7 @@ def serve(instance: Instance, host: str, tls: TlsSetup | None = None) -> int:
         host=host,
         port=instance.port,
         loop="uvloop",
-        http="httptools",
+        http=BoundedHttpToolsProtocol,
         lifespan="off",
         access_log=cfg.log_http,
         log_level="info" if cfg.log_http else "warning",
