@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
@@ -78,7 +79,8 @@ def _origin_host(origin: bytes) -> str | None:
 
 def cross_origin(headers: Headers) -> bool:
     """Whether a browser sent this on behalf of another site: an Origin other than the Host
-    the request was sent to, or Sec-Fetch-Site saying so."""
+    the request was sent to, a Host by a name that site could own, or Sec-Fetch-Site
+    saying so."""
     origin: bytes | None = None
     host = b""
     for name, value in headers:
@@ -90,7 +92,23 @@ def cross_origin(headers: Headers) -> bool:
             return True
     if origin is None:
         return False  # not a browser's cross-origin request (they always send Origin)
-    return _origin_host(origin) != host.decode("latin-1").strip().lower()
+    named = host.decode("latin-1").strip().lower()
+    # A page can have its own name rebound to this machine (DNS rebinding) and so look
+    # same-origin: a browser's request must name the server as an address or localhost.
+    return _origin_host(origin) != named or not _rebind_proof(named)
+
+
+def _rebind_proof(host: str) -> bool:
+    """Whether a Host header names the server in a way no other site can: localhost or an
+    IP address (an IPv6 address in brackets), with or without a port."""
+    name = host[1 : host.find("]")] if host.startswith("[") else host.rpartition(":")[0] or host
+    if name == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _is_json(content_type: bytes) -> bool:

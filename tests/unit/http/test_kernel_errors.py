@@ -116,8 +116,19 @@ def test_cross_origin() -> None:
     assert cross_origin([host, (b"origin", b"http://localhost:8001")])
     assert cross_origin([host, (b"origin", b"null")])
     assert cross_origin([host, (b"origin", b"http://[::1")])  # unparseable
+
     assert cross_origin([(b"origin", b"http://localhost:8000")])  # no Host: cannot match
     assert cross_origin([host, (b"sec-fetch-site", b"cross-site")])
+
+
+def test_a_browser_must_name_the_server_by_address_or_localhost() -> None:
+    # A page whose own name was rebound to this machine looks same-origin (DNS rebinding).
+    for named in (b"127.0.0.1:8000", b"10.1.2.3", b"[::1]:8000", b"localhost"):
+        headers = [(b"host", named), (b"origin", b"http://" + named)]
+        assert not cross_origin(headers), named
+    rebound = [(b"host", b"evil.example:8000"), (b"origin", b"http://evil.example:8000")]
+    assert cross_origin(rebound)
+    assert not cross_origin([(b"host", b"sim.internal:8000")])  # no Origin: not a browser
 
 
 def test_control_guard_content_types() -> None:
