@@ -132,9 +132,22 @@ def parse_generator(text: str) -> FakeGenerator:
     return FakeGenerator(parts[0], start, end, period)
 
 
+def _finite(value: object) -> float | None:
+    """A JSON/YAML number as a finite float; None for anything else, an integer beyond
+    float range (10**400) included."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _gauge(key: str, value: object, from_yaml: bool) -> FakeGauge:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
+    number = _finite(value)
+    if number is not None:
+        return number
     if not isinstance(value, str):
         raise _mismatch(key, value, "number or generator string")
     if from_yaml:  # a YAML scalar that reads as a number is a fixed value, quoted or not
@@ -182,9 +195,10 @@ def _lora(item: object, from_yaml: bool) -> FakeLora:
     timestamp = item.get("timestamp", 0.0)
     if not (isinstance(running, str) and isinstance(waiting, str)):
         raise _mismatch("loras", item, "running/waiting strings")
-    if isinstance(timestamp, bool) or not isinstance(timestamp, int | float):
+    seconds = _finite(timestamp)
+    if seconds is None:
         raise _mismatch("loras", timestamp, "float64 timestamp")
-    return FakeLora(running, waiting, float(timestamp))
+    return FakeLora(running, waiting, seconds)
 
 
 def _loras(key: str, value: object, from_yaml: bool) -> tuple[FakeLora, ...]:

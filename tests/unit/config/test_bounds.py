@@ -329,3 +329,18 @@ def _round_trip(cfg: Config) -> Config:
 def test_the_largest_accepted_values_round_trip_through_admin() -> None:
     cfg = load(*BASE, "--time-to-first-token", "1h", "--time-factor-under-load", "100")
     assert _round_trip(cfg) == cfg
+
+
+@pytest.mark.parametrize(
+    "fake",
+    [
+        {"running-requests": 10**400},
+        {"waiting-requests": -(10**400)},
+        {"loras": [{"running": "a", "waiting": "", "timestamp": 10**400}]},
+    ],
+    ids=["gauge", "negative-gauge", "lora-timestamp"],
+)
+def test_fake_metrics_beyond_float_range_are_refused(fake: dict[str, object]) -> None:
+    """An integer past float range was an OverflowError, answered 500."""
+    error = admin_error(json.dumps({"fake-metrics": fake}).encode())
+    assert "fake-metrics" in error or "cannot unmarshal" in error
