@@ -39,10 +39,11 @@ one), contradictions (`minimum` above `maximum`, disjoint allOf types, ...). Bes
 only: a `oneOf` whose branches overlap everywhere (`[{"type": "boolean"}, {"type":
 "boolean"}]`) and a `pattern` whose strings can never have the `format`.
 
-Work is bounded (`limits`): at most 1,000 characters per string, 100 items per array,
-100 properties per object, 10,000 values and 100 ms of CPU per synthesis; a schema whose
-minimum exceeds a cap is a `SynthesisError` naming the path and the limit. An `anyOf` or
-`oneOf` branch that cannot be satisfied is skipped (SynthesisError when none can be).
+Work is bounded (`limits`): at most 1,000 characters per string and per `pattern`, 100
+items per array, 100 properties per object, 10,000 values (nested `const` and `enum` values
+included) and 30 ms of CPU per synthesis; a schema whose minimum exceeds a cap is a
+`SynthesisError` naming the path and the limit. An `anyOf` or `oneOf` branch that cannot be
+satisfied is skipped (SynthesisError when none can be).
 
 `arguments_json` writes a value as compact JSON with sorted keys, as tool-call arguments.
 """

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 MINIMAL_DEPTH: Final = 4  # more nested $refs than this: generate the shortest value
@@ -25,7 +25,11 @@ class Ctx:
         return self.depth > MINIMAL_DEPTH
 
     def at(self, suffix: str) -> Ctx:
-        return replace(self, path=self.path + suffix)
+        return Ctx(self.path + suffix, self.depth, self.top, self.null_ok)
+
+    def branch(self, suffix: str) -> Ctx:
+        """An `anyOf`/`oneOf` branch, where a `{"type": "null"}` may produce None."""
+        return Ctx(self.path + suffix, self.depth, self.top, True)
 
     def child(self, suffix: str) -> Ctx:
         return Ctx(path=self.path + suffix, depth=self.depth, top=False, null_ok=False)

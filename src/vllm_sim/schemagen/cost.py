@@ -7,13 +7,16 @@ from typing import Any
 
 from .context import DETACHED, SynthesisError
 from .keywords import TYPE_COST, type_list
+from .limits import check_deadline
 from .refs import resolve
 
 _MAX_ESTIMATE_DEPTH = 32  # nesting the size estimate follows (recursive schemas)
 
 
 def cost(root: Any, schema: Any, budget: int) -> int:
-    """A rough size of the smallest value of `schema`; `budget` bounds how deep it looks."""
+    """A rough size of the smallest value of `schema`; `budget` bounds how deep it looks,
+    not how wide: a `$ref` to an `anyOf` of `$ref`s back to it is n^budget calls."""
+    check_deadline()
     if schema is True:
         return 1
     if not isinstance(schema, Mapping):

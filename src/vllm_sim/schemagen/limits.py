@@ -9,31 +9,44 @@ Schemas come from clients, so a ~300-byte schema must not be able to freeze the 
   counts (and tuple lengths) are clamped to it.
 - `MAX_PROPERTIES` (100): properties per object. More required properties (or a higher
   `minProperties`) is a `SynthesisError`; optional ones beyond it are left out.
-- `MAX_NODES` (10,000): values generated in one synthesis, nested values and retries
-  included (ten nested arrays of `minItems: 10` would need 10^10).
-- `DEADLINE_SECONDS` (0.1): the last resort, in CPU time of the calling thread less the
+- `MAX_NODES` (10,000): values generated in one synthesis, nested values, retries and the
+  copied values of `const` and `enum` included (ten nested arrays of `minItems: 10` would
+  need 10^10).
+- `DEADLINE_SECONDS` (0.03): the last resort, in CPU time of the calling thread less the
   time spent in garbage collection (so that neither other processes on a busy machine nor
-  a collection of a large heap make a normal schema fail; the heaviest schema of the test
-  corpus takes about 10 ms). The walk checks the clock at its loop heads
-  (each value, each pattern attempt, each `$ref`/`allOf` step, each character a pattern
-  check reads) and raises `SynthesisTooExpensive` past it.
+  a collection of a large heap make a normal schema fail). Synthesis runs on the event
+  loop, which must keep answering `/health` within 50 ms while the worst request runs;
+  the heaviest schema of the test corpus takes about 3 ms (11 ms at worst, on a busy
+  machine), so a schema past the deadline is not a legitimate one. The walk checks
+  the clock at its loop heads (each value, each pattern attempt, each `$ref`/`allOf`
+  step, each `anyOf` branch tried, each character a pattern check reads, every 64 atoms
+  a pattern parse reads, every 1,024 automaton states built and values of one keyword
+  read, see `paced`) and raises `SynthesisTooExpensive` past it. Steps between two checks
+  are bounded by the other limits, so a synthesis overruns by at most a few ms.
 - `MAX_CHECK_LENGTH` (1,000) and `MAX_PATTERN_STATES` (10,000): user regexes never run on
   Python's backtracking `re` (which `^(a+)+$` makes exponential). A value is checked
   against a `pattern` by the linear-time automaton of `pattern.pattern_search`; a string
   longer than `MAX_CHECK_LENGTH`, a pattern whose automaton would exceed
   `MAX_PATTERN_STATES`, or one with constructs the generator does not know (lookarounds,
   backreferences), is not checked and counts as matching (so such an `enum` value is kept).
+- `MAX_PATTERN_LENGTH` (1,000 characters): a longer `pattern` is a `SynthesisError` when a
+  string must be generated for it, and is not checked otherwise. It bounds the parse tree
+  of a pattern (about 250 KiB at most); parse trees and automata are cached by pattern
+  within `pattern.PATTERN_CACHE_BYTES` (8 MiB) of estimated memory. Python's `re` never
+  compiles a client pattern, not even to report syntax errors (the parser does): its
+  compilation cannot be interrupted (40 ms for some patterns of this length) and its
+  cache of 512 compiled patterns is not bounded in bytes.
 """
 
 from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from .context import SynthesisError
 
@@ -41,9 +54,12 @@ MAX_STRING_LENGTH: Final = 1000
 MAX_ITEMS: Final = 100
 MAX_PROPERTIES: Final = 100
 MAX_NODES: Final = 10_000
-DEADLINE_SECONDS: Final = 0.1
+DEADLINE_SECONDS: Final = 0.03
 MAX_CHECK_LENGTH: Final = 1000
 MAX_PATTERN_STATES: Final = 10_000
+MAX_PATTERN_LENGTH: Final = 1000
+
+_T = TypeVar("_T")
 
 
 class SynthesisTooExpensive(SynthesisError):
@@ -53,6 +69,10 @@ class SynthesisTooExpensive(SynthesisError):
 @dataclass(slots=True)
 class _Budget:
     deadline: float  # in `_work_clock` seconds
+    # In `time.perf_counter` seconds: before it, the deadline cannot have passed. The work
+    # clock advances no faster than the wall clock, so most checks need only the cheap
+    # wall clock, not the thread CPU clock (a system call of microseconds on some hosts).
+    wall_limit: float
     nodes: int = 0
 
 
@@ -84,7 +104,8 @@ _CURRENT: ContextVar[_Budget | None] = ContextVar("schemagen_budget", default=No
 @contextmanager
 def budgeted() -> Iterator[None]:
     """Runs one synthesis under a fresh node count and deadline."""
-    token = _CURRENT.set(_Budget(_work_clock() + DEADLINE_SECONDS))
+    budget = _Budget(_work_clock() + DEADLINE_SECONDS, time.perf_counter() + DEADLINE_SECONDS)
+    token = _CURRENT.set(budget)
     try:
         yield
     finally:
@@ -93,11 +114,27 @@ def budgeted() -> Iterator[None]:
 
 def check_deadline(path: str = "$") -> None:
     budget = _CURRENT.get()
-    if budget is not None and _work_clock() > budget.deadline:
+    if budget is None:
+        return
+    now = time.perf_counter()
+    if now < budget.wall_limit:
+        return
+    left = budget.deadline - _work_clock()
+    if left < 0:
         limit = int(DEADLINE_SECONDS * 1000)
         raise SynthesisTooExpensive(
             f"schema too expensive to generate (over {limit} ms of CPU) at {path}"
         )
+    budget.wall_limit = now + left
+
+
+def paced(items: Iterable[_T], path: str = "$") -> Iterator[_T]:
+    """`items`, with the deadline checked every 1,024 of them: for loops over the values of
+    one keyword (`enum`, `properties`), which a client can make 100,000 long."""
+    for count, item in enumerate(items):
+        if count & 1023 == 1023:
+            check_deadline(path)
+        yield item
 
 
 def count_value(path: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from .context import Ctx, fail
 from .keywords import ALLOWED_KEY, PATTERNS_KEY, canonical
-from .limits import shown
+from .limits import paced, shown
 
 _Combiner = Callable[[Any, Any, Ctx], Any]
 
@@ -112,7 +112,7 @@ def _merge_properties(mine: Any, value: Any, ctx: Ctx) -> Any:
     if not (isinstance(mine, Mapping) and isinstance(value, Mapping)):
         return mine
     properties = dict(mine)
-    for name, sub in value.items():
+    for name, sub in paced(value.items(), ctx.path):
         properties[name] = {"allOf": [properties[name], sub]} if name in mine else sub
     return properties
 
@@ -126,8 +126,8 @@ def _merge_required(mine: Any, value: Any, ctx: Ctx) -> Any:
 def _merge_enum(mine: Any, value: Any, ctx: Ctx) -> Any:
     if not (isinstance(mine, list) and isinstance(value, list)):
         return mine
-    keys = {canonical(v) for v in value}
-    common = [v for v in mine if canonical(v) in keys]
+    keys = {canonical(v) for v in paced(value, ctx.path)}
+    common = [v for v in paced(mine, ctx.path) if canonical(v) in keys]
     if not common:
         raise fail("allOf enums have no value in common", ctx)
     return common

@@ -9,7 +9,7 @@ from typing import Any
 
 from .context import Ctx, Generate, fail
 from .keywords import ALLOWED_KEY, length
-from .limits import MAX_PROPERTIES, check_deadline, shown
+from .limits import MAX_PROPERTIES, check_deadline, paced, shown
 from .settings import SynthesisSettings
 
 
@@ -64,7 +64,7 @@ def _choose(
     )
     chosen: list[str] = []
     optional: list[str] = []  # declared, allowed optional properties, in order
-    for name, sub in properties.items():
+    for name, sub in paced(properties.items(), ctx.path):
         if name in required:
             chosen.append(name)
         elif sub is not False and (allowed is None or name in allowed):

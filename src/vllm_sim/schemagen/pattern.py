@@ -2,19 +2,24 @@
 
 It knows literals, `.`, classes (`[A-Z]`, `[^...]`, `\\d`, `\\w`, `\\s`, ...), groups,
 alternation, quantifiers and anchors; anything else raises `PatternUnsupported`. Anchors
-and word boundaries emit nothing: callers check every string with `re.search`.
+and word boundaries emit nothing: callers check every string with `pattern_search`.
+
+Patterns come from clients, so their parse trees and automata are cached within a memory
+budget (`PATTERN_CACHE_BYTES`), and a pattern longer than `MAX_PATTERN_LENGTH` is neither
+parsed nor cached.
 """
 
 from __future__ import annotations
 
-import functools
 import random
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from .limits import MAX_CHECK_LENGTH, MAX_PATTERN_STATES, check_deadline
+from .limits import MAX_CHECK_LENGTH, MAX_PATTERN_LENGTH, MAX_PATTERN_STATES, check_deadline
+from .lru import SizedLru
 
 REPEAT_SPREAD: Final = 4  # extra repetitions of `*`, `+`, `{n,}` beyond the minimum
 _PRINTABLE: Final = ((0x20, 0x7E),)  # the universe for negated classes and `.`
@@ -22,6 +27,10 @@ _PRINTABLE: Final = ((0x20, 0x7E),)  # the universe for negated classes and `.`
 
 class PatternUnsupported(Exception):
     """A regex construct the generator cannot produce strings for."""
+
+
+class PatternInvalid(PatternUnsupported):
+    """Not a regular expression at all: a syntax error, as Python's `re` would report it."""
 
 
 # How a class matches (as Python's `re` reads it, Unicode included): negated, its explicit
@@ -55,6 +64,7 @@ class _Repeat:
     node: Node
     least: int
     most: int | None  # None: unbounded
+    empty: bool  # `node` never emits a character (`(^){1000000000}`), known when parsed
 
 
 Node = _Chars | _Seq | _Alt | _Repeat | _Anchor
@@ -64,17 +74,17 @@ _SPACE: Final = ((0x20, 0x20),)
 _DOT: Final = ((0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A))  # readable characters for `.`
 _QUANTIFIER: Final = re.compile(r"\{(\d*)(,?)(\d*)\}")
 _SIMPLE_QUANTIFIERS: Final = {"*": (0, None), "+": (1, None), "?": (0, 1)}
-_CONTROL_ESCAPES: Final = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v"}
+_CONTROL_ESCAPES: Final = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
 _ZERO_WIDTH_ESCAPES: Final = {"b": "b", "B": "B", "A": "A", "Z": "Z", "z": "Z"}
 _NOT_NEWLINE: Final[_Test] = (True, ((0x0A, 0x0A),), "")
 _HUGE_COUNT: Final = 10**9  # repeat counts beyond this are read as this (never emitted)
 _HEX_WIDTHS: Final = {"x": 2, "u": 4, "U": 8}
 
 
-@functools.lru_cache(maxsize=256)
 def parse_pattern(pattern: str) -> Node:
-    """The tree of `pattern`; raises `PatternUnsupported` for constructs it cannot emit."""
-    return _PatternParser(pattern).parse()
+    """The tree of `pattern`; raises `PatternUnsupported` for constructs it cannot emit
+    and for a pattern longer than `MAX_PATTERN_LENGTH`."""
+    return _compiled(pattern).tree
 
 
 class _PatternParser:
@@ -85,7 +95,7 @@ class _PatternParser:
     def parse(self) -> Node:
         node = self._alternation()
         if self._pos != len(self._text):
-            raise PatternUnsupported(f"unexpected {self._text[self._pos]!r}")
+            raise PatternInvalid(f"unexpected {self._text[self._pos]!r}")
         return node
 
     def _peek(self) -> str:
@@ -93,7 +103,7 @@ class _PatternParser:
 
     def _next(self) -> str:
         if self._pos >= len(self._text):
-            raise PatternUnsupported("unexpected end")
+            raise PatternInvalid("unexpected end")
         char = self._text[self._pos]
         self._pos += 1
         return char
@@ -108,6 +118,8 @@ class _PatternParser:
     def _sequence(self) -> Node:
         items: list[Node] = []
         while self._peek() not in ("", "|", ")"):
+            if len(items) % 64 == 63:
+                check_deadline()
             items.append(self._quantified(self._atom()))
         return items[0] if len(items) == 1 else _Seq(tuple(items))
 
@@ -117,7 +129,7 @@ class _PatternParser:
             self._group_prefix()
             node = self._alternation()
             if self._next() != ")":
-                raise PatternUnsupported("unbalanced group")
+                raise PatternInvalid("unbalanced group")
             return node
         if char == "[":
             return self._char_class()
@@ -128,7 +140,7 @@ class _PatternParser:
         if char == "\\":
             return self._escape(in_class=False)
         if char in "*+?":
-            raise PatternUnsupported("nothing to repeat")
+            raise PatternInvalid("nothing to repeat")
         return _literal(char)
 
     def _group_prefix(self) -> None:
@@ -158,13 +170,13 @@ class _PatternParser:
             if match.group(2):
                 most = _count(match.group(3)) if match.group(3) else None
             if most is not None and most < least:
-                raise PatternUnsupported("quantifier range is reversed")
+                raise PatternInvalid("quantifier range is reversed")
             self._pos = match.end()
         else:
             return node
         if self._peek() in ("?", "+"):  # lazy and possessive forms generate the same strings
             self._pos += 1
-        return _Repeat(node, least, most)
+        return _Repeat(node, least, most, _always_empty(node))
 
     def _escape(self, *, in_class: bool) -> _Chars | _Anchor:
         char = self._next()
@@ -190,11 +202,13 @@ class _PatternParser:
             width = _HEX_WIDTHS[char]
             digits = self._text[self._pos : self._pos + width]
             if len(digits) != width or not all(d in "0123456789abcdefABCDEF" for d in digits):
-                raise PatternUnsupported(f"bad \\{char} escape")
+                raise PatternInvalid(f"bad \\{char} escape")
             self._pos += width
             return _literal(chr(int(digits, 16)))
+        if char == "N":  # a named character: valid, but not known here
+            raise PatternUnsupported("escape \\N is not supported")
         if char.isalpha():
-            raise PatternUnsupported(f"escape \\{char} is not supported")
+            raise PatternInvalid(f"bad escape \\{char}")
         return _literal(char)
 
     def _class_escape(self) -> _Chars:
@@ -242,7 +256,7 @@ class _PatternParser:
         high = self._next()
         end = self._class_escape().ranges[0][0] if high == "\\" else ord(high)
         if end < start:
-            raise PatternUnsupported("bad character range")
+            raise PatternInvalid("bad character range")
         return end
 
 
@@ -297,7 +311,7 @@ def emit(node: Node, rng: random.Random, out: list[str], boost: int, limit: int)
     elif isinstance(node, _Alt):
         emit(rng.choice(node.options), rng, out, boost, limit)
     elif isinstance(node, _Repeat):
-        if _always_empty(node.node):
+        if node.empty:
             return  # `(^){1000000000}`: nothing to emit, however many times
         for count in range(_repeat_count(node, rng, boost)):
             if count % 1024 == 1023:
@@ -306,8 +320,9 @@ def emit(node: Node, rng: random.Random, out: list[str], boost: int, limit: int)
     # An _Anchor emits nothing.
 
 
-@functools.lru_cache(maxsize=1024)
 def _always_empty(node: Node) -> bool:
+    """Whether `node` never emits a character; a repeat's own flag ends the descent, so
+    the parser computes it for each quantifier in time linear in the pattern."""
     if isinstance(node, _Chars):
         return False
     if isinstance(node, _Seq):
@@ -315,7 +330,7 @@ def _always_empty(node: Node) -> bool:
     if isinstance(node, _Alt):
         return all(_always_empty(option) for option in node.options)
     if isinstance(node, _Repeat):
-        return node.most == 0 or _always_empty(node.node)
+        return node.most == 0 or node.empty
     return True
 
 
@@ -379,6 +394,8 @@ class _Automaton:
     def add(self, kind: int, arg: object, out1: int, out2: int = -1) -> int:
         if len(self.kind) >= MAX_PATTERN_STATES:
             raise _TooBig
+        if len(self.kind) % 1024 == 1023:
+            check_deadline()
         self.kind.append(kind)
         self.arg.append(arg)
         self.out1.append(out1)
@@ -404,7 +421,7 @@ class _Automaton:
         return self._repeat(node, after)
 
     def _repeat(self, node: _Repeat, after: int) -> int:
-        if _always_empty(node.node):  # assertions hold or not, however often repeated
+        if node.empty:  # assertions hold or not, however often repeated
             entry = self.build(node.node, after)
             return entry if node.least else self.add(_SPLIT, None, entry, after)
         if node.most is None:
@@ -444,36 +461,74 @@ def _holds(kind: object, text: str, pos: int) -> bool:
     return (before != after) == (kind == "b")
 
 
-@functools.lru_cache(maxsize=256)
-def _automaton(pattern: str) -> tuple[_Automaton | None, int]:
-    """The automaton of `pattern` (None: not checkable) and its shortest match length."""
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    tree: Node
+    automaton: _Automaton | None  # None: over MAX_PATTERN_STATES, not checkable
+    shortest: int  # the length of the shortest match
+
+
+# Memory estimates, measured with tracemalloc at their worst (see the unit tests): a parse
+# tree takes up to 240 bytes per pattern character (`\W\W...`: five ranges each); an
+# automaton state up to 88 bytes (four list slots, two int objects); the entry itself, its
+# four lists and its cache slot about 600 bytes. Rounded up.
+_TREE_BYTES_PER_CHAR: Final = 256
+_BYTES_PER_STATE: Final = 96
+_ENTRY_BYTES: Final = 1024
+PATTERN_CACHE_BYTES: Final = 8 * 1024 * 1024
+_CACHE: Final = SizedLru[str, _Compiled](PATTERN_CACHE_BYTES)
+
+
+def _compiled(pattern: str) -> _Compiled:
+    """The tree, automaton and shortest match of `pattern`, cached; raises
+    `PatternUnsupported` or `PatternInvalid` (not cached: parsing fails no later than it
+    would succeed). Python's `re` never compiles a client pattern: its compilation cannot
+    be interrupted (tens of ms for some of 1,000 characters) and its cache is not ours."""
+    entry = _CACHE.get(pattern)
+    if entry is not None:
+        return entry
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise PatternUnsupported(f"longer than {MAX_PATTERN_LENGTH} characters")
     try:
-        tree = parse_pattern(pattern)
-    except PatternUnsupported:
-        return None, 0
+        tree = _PatternParser(pattern).parse()
+    except RecursionError:
+        raise PatternUnsupported("groups nested too deeply") from None
+    automaton = _automaton(tree)
+    entry = _Compiled(tree, automaton, min_length(tree))
+    states = 0 if automaton is None else len(automaton.kind)
+    size = sys.getsizeof(pattern) + _TREE_BYTES_PER_CHAR * len(pattern)
+    _CACHE.put(pattern, entry, size + _BYTES_PER_STATE * states + _ENTRY_BYTES)
+    return entry
+
+
+def _automaton(tree: Node) -> _Automaton | None:
+    """The automaton of `tree`; None if it would exceed `MAX_PATTERN_STATES`."""
     automaton = _Automaton([], [], [], [])
     try:
         automaton.start = automaton.build(tree, automaton.add(_MATCH, None, -1))
     except _TooBig:
-        return None, min_length(tree)
-    return automaton, min_length(tree)
+        return None
+    return automaton
 
 
 def pattern_search(pattern: str, text: str) -> bool:
     """Whether `re.search(pattern, text)` finds a match, in time linear in `text`. Not
     checked, and so True: a text longer than `MAX_CHECK_LENGTH`, a pattern the parser
-    does not know or whose automaton exceeds `MAX_PATTERN_STATES` (unless the text is
-    shorter than the pattern's shortest match)."""
-    automaton, shortest = _automaton(pattern)
-    if shortest > len(text):
+    does not know, longer than `MAX_PATTERN_LENGTH`, or whose automaton exceeds
+    `MAX_PATTERN_STATES` (unless the text is shorter than the pattern's shortest match)."""
+    try:
+        compiled = _compiled(pattern)
+    except PatternUnsupported:
+        return True
+    if compiled.shortest > len(text):
         return False
+    automaton = compiled.automaton
     if automaton is None or len(text) > MAX_CHECK_LENGTH:
         return True
     live: list[int] = []
     seen: set[int] = set()
     for pos in range(len(text) + 1):
-        if pos % 64 == 63:
-            check_deadline()
+        check_deadline()  # a step costs up to the number of states: milliseconds
         if _closure(automaton, [automaton.start], text, pos, seen, live):
             return True
         if pos == len(text):

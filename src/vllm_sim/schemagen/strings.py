@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
 from .context import Ctx, fail
 from .formats import FORMATS
 from .keywords import PATTERNS_KEY, length, searches
-from .limits import MAX_STRING_LENGTH, check_deadline, shown
+from .limits import MAX_PATTERN_LENGTH, MAX_STRING_LENGTH, check_deadline, shown
 from .pattern import (
     REPEAT_SPREAD,
+    Node,
+    PatternInvalid,
     PatternTooLong,
     PatternUnsupported,
     emit,
@@ -57,15 +58,11 @@ def _pattern_string(
     rng: random.Random, patterns: list[Any], min_len: int, max_len: int | None, ctx: Ctx
 ) -> str:
     """A string that matches every pattern; only the first one is generated for."""
-    for pattern in patterns:  # compiled to report broken ones; never run (backtracking)
-        try:
-            re.compile(pattern)
-        except (re.error, TypeError, OverflowError) as exc:
-            raise fail(f"invalid pattern {shown(pattern)}: {exc}", ctx) from None
-    try:
-        tree = parse_pattern(patterns[0])
-    except PatternUnsupported as exc:
-        raise fail(f"cannot generate for pattern {shown(patterns[0])}: {exc}", ctx) from None
+    # Every pattern is parsed, to report broken ones; only the first must be supported (an
+    # unsupported other one is not checked, it counts as matching).
+    tree, *_ = [_parsed(pattern, ctx) for pattern in patterns]
+    if isinstance(tree, PatternUnsupported):
+        raise fail(f"cannot generate for pattern {shown(patterns[0])}: {tree}", ctx)
     shortest = min_length(tree)
     if shortest > MAX_STRING_LENGTH:
         message = f"pattern {shown(patterns[0])} needs strings of at least {shown(shortest)}"
@@ -95,6 +92,22 @@ def _pattern_string(
             return text
         boost = (low + high) // 2
     raise fail(f"cannot generate a string matching pattern {shown(patterns[0])}", ctx)
+
+
+def _parsed(pattern: Any, ctx: Ctx) -> Node | PatternUnsupported:
+    """The tree of `pattern`, or why the generator cannot use it (unknown constructs). A
+    syntax error, or a pattern over the length limit, is a `SynthesisError`."""
+    if not isinstance(pattern, str):
+        raise fail(f"invalid pattern {shown(pattern)}: not a string", ctx)
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        message = f"pattern {shown(pattern)} is longer than the limit of"
+        raise fail(f"{message} {MAX_PATTERN_LENGTH} characters", ctx)
+    try:
+        return parse_pattern(pattern)
+    except PatternInvalid as exc:
+        raise fail(f"invalid pattern {shown(pattern)}: {exc}", ctx) from None
+    except PatternUnsupported as exc:
+        return exc
 
 
 def _fit_length(word: str, min_len: int, max_len: int | None) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any, Final
 
 from .arrays import array_value
@@ -49,6 +48,10 @@ class _Synthesizer:
         self._settings = settings
         self._flattener = Flattener(rng, root)
         self._matcher = Matcher(root)
+        # enum values the rest of a schema allows, by id of that schema (kept alive, so
+        # the id is not reused): the items of an array share one, and filtering a
+        # 4,000-value enum for each of 100 items would cost more than the deadline.
+        self._enums: dict[int, tuple[Mapping[str, Any], list[Any]]] = {}
 
     def generate(self, schema: Any, ctx: Ctx) -> Any:
         count_value(ctx.path)
@@ -89,7 +92,7 @@ class _Synthesizer:
             if not order:
                 break
             index = order[attempt % len(order)] if ctx.minimal else order[0]
-            branch_ctx = replace(ctx.at(f".oneOf[{index}]"), null_ok=True)
+            branch_ctx = ctx.branch(f".oneOf[{index}]")
             try:
                 flat, branch_ctx = self._flattener.flatten(
                     branches[index], branch_ctx, keep_one_of=True
@@ -112,10 +115,13 @@ class _Synthesizer:
 
     def _generate_flat(self, schema: Mapping[str, Any], ctx: Ctx) -> Any:
         if "const" in schema:
-            return copy.deepcopy(schema["const"])
+            return _copy(schema["const"], ctx.path)
         enum = schema.get("enum")
         if isinstance(enum, list) and enum:
-            return copy.deepcopy(self._rng.choice(enum_values(enum, schema, ctx)))
+            known = self._enums.get(id(schema))
+            if known is None:
+                known = self._enums[id(schema)] = (schema, enum_values(enum, schema, ctx))
+            return _copy(self._rng.choice(known[1]), ctx.path)
         rng, settings = self._rng, self._settings
         kind = _pick_type(rng, schema, ctx)
         if kind == "null":
@@ -131,6 +137,20 @@ class _Synthesizer:
         if kind == "array":
             return array_value(rng, schema, settings, ctx, self.generate, self._root)
         return object_value(rng, schema, settings, ctx, self.generate)
+
+
+def _copy(value: Any, path: str) -> Any:
+    """A copy of a `const` or `enum` value, so that no caller can change the schema. Each
+    nested value counts against `MAX_NODES`: a big `const` as the items of an array would
+    otherwise be copied a hundred times, out of reach of the deadline."""
+    count_value(path)
+    if isinstance(value, dict):
+        return {key: _copy(item, path) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy(item, path) for item in value]
+    if value is None or isinstance(value, str | int | float):
+        return value
+    return copy.deepcopy(value)  # not from JSON: a schema built in Python
 
 
 def _pick_type(rng: random.Random, schema: Mapping[str, Any], ctx: Ctx) -> str:

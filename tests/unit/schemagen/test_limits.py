@@ -1,20 +1,27 @@
 """Hostile schemas: each is answered in milliseconds with a valid value or a SynthesisError
-naming the schema path, never a freeze or an exception of another class."""
+naming the schema path, never a freeze or an exception of another class. Synthesis runs on
+the event loop, so the CPU time of each is checked too, and the legitimate corpus schemas
+must take a fraction of the deadline."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import random
 import re
+import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from vllm_sim.schemagen import SynthesisError, SynthesisSettings, synthesize
 from vllm_sim.schemagen.limits import (
+    DEADLINE_SECONDS,
     MAX_ITEMS,
     MAX_NODES,
+    MAX_PATTERN_LENGTH,
     MAX_PROPERTIES,
     MAX_STRING_LENGTH,
 )
@@ -35,6 +42,14 @@ def _nested_arrays(depth: int, count: int = 10) -> dict[str, Any]:
 
 
 BACKTRACKING = {"type": "string", "pattern": "^(a+)+$", "enum": ["a" * 34 + "!"]}
+UNSATISFIABLE = {"type": "string", "minLength": 5, "maxLength": 2}
+ENUM_4000 = [f"v{i}" for i in range(4000)]
+CORPUS = sorted((Path(__file__).parents[2] / "support" / "schemas_corpus").glob("*.json"))
+
+
+def _unique(items: dict[str, Any], count: int = MAX_ITEMS) -> dict[str, Any]:
+    return _object({"type": "array", "uniqueItems": True, "minItems": count, "items": items})
+
 
 # name -> (schema, the error fragment, or None when a valid value is expected)
 CASES: dict[str, tuple[dict[str, Any], str | None]] = {
@@ -73,6 +88,42 @@ CASES: dict[str, tuple[dict[str, Any], str | None]] = {
         {"type": "object", "minProperties": 10**9, "properties": {"a": {"type": "string"}}},
         "minProperties",
     ),
+    # Each unsatisfiable branch is tried once, at a few microseconds each.
+    "any_of_1000_unsatisfiable": (
+        _object({"anyOf": [UNSATISFIABLE] * 1000}),
+        "no anyOf branch can be satisfied",
+    ),
+    "any_of_1000_empty_enums": (
+        _object({"anyOf": [{"enum": []} for _ in range(1000)]}),
+        "no anyOf branch can be satisfied",
+    ),
+    "any_of_999_unsatisfiable_then_one": (
+        _object({"anyOf": [*[UNSATISFIABLE] * 999, {"type": "integer"}]}),
+        None,
+    ),
+    # The enum is filtered once per synthesis, not once per item.
+    "unique_items_of_enum_4000": (_unique({"type": "string", "enum": ENUM_4000}), None),
+    "unique_items_of_untyped_enum_4000": (_unique({"enum": ENUM_4000}, MAX_ITEMS - 1), None),
+    "unique_items_of_enum_3": (_unique({"enum": [1, 2, 3]}), "unique items"),
+    "unique_items_of_mostly_rejected_enum": (
+        _unique({"type": "integer", "enum": [*range(MAX_ITEMS - 1), *ENUM_4000]}),
+        "unique items",
+    ),
+    "unique_objects_of_enum_3": (_unique(_object({"enum": [1, 2, 3]})), "unique items"),
+    # Copies of const values count against the value budget.
+    "const_items_past_value_budget": (
+        _object({"type": "array", "minItems": MAX_ITEMS, "items": {"const": list(range(200))}}),
+        f"more than {MAX_NODES} values",
+    ),
+    "pattern_over_length_limit": (
+        _object({"type": "string", "pattern": "a" * 1_000_000}),
+        f"limit of {MAX_PATTERN_LENGTH} characters",
+    ),
+    # Loops over one keyword's values check the deadline.
+    "enum_50000_filtered": (
+        _object({"type": "string", "maxLength": 3, "enum": [f"v{i}" for i in range(50_000)]}),
+        "too expensive",
+    ),
 }
 
 
@@ -102,6 +153,38 @@ def test_hostile_schema_is_fast(name: str) -> None:
     started = time.perf_counter()
     _outcome(CASES[name][0])
     assert time.perf_counter() - started < 1.0
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hostile_schema_cpu_time_stays_near_the_deadline(name: str) -> None:
+    # The deadline plus what one step between two clock checks may add; CPU time, so a
+    # busy machine does not count (a generous margin: each case takes well under it).
+    started = time.thread_time()
+    _outcome(CASES[name][0])
+    assert time.thread_time() - started < DEADLINE_SECONDS + 0.07
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hostile_schema_outcome_is_deterministic(name: str) -> None:
+    first, second = _outcome(CASES[name][0]), _outcome(CASES[name][0])
+    if isinstance(first, SynthesisError) and "ms of CPU" in str(first):
+        # Where the deadline strikes depends on the machine; that it strikes does not.
+        assert isinstance(second, SynthesisError) and "ms of CPU" in str(second)
+    else:
+        assert str(first) == str(second)
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_corpus_schemas_take_a_fraction_of_the_deadline(path: Path) -> None:
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    settings = SynthesisSettings(optional_param_probability=100, optional_field_probability=100)
+    spent = []
+    for seed in range(20):
+        started = time.thread_time()
+        synthesize(random.Random(seed), schema, settings)
+        spent.append(time.thread_time() - started)
+    # The slowest corpus schema takes about 3 ms; a busy machine may double that.
+    assert statistics.median(spent) < DEADLINE_SECONDS / 3, max(spent)
 
 
 def test_errors_name_the_path() -> None:

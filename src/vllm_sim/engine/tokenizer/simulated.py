@@ -13,12 +13,10 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from vllm_sim.engine.tokenizer import memo, vocab
 from vllm_sim.engine.tokenizer.base import ChatTurn
-from vllm_sim.engine.tokenizer.vocab import (
-    DEFAULT_MAX_CHARS,
-    DEFAULT_MAX_ENTRIES,
-    PieceVocabulary,
-)
+from vllm_sim.engine.tokenizer.memo import PromptMemo
+from vllm_sim.engine.tokenizer.vocab import PieceVocabulary
 
 _TRAILING_SPACE: Final = r"[ \t\n\f\r]"
 _PUNCTUATION: Final = r"""[{}:,\-.?!;@#$%^&*()+_~/\\><\[\]="']"""
@@ -35,7 +33,6 @@ _TOKEN_RE: Final = re.compile(
 )
 
 _SLICE_CHARS: Final = 16 * 1024  # characters tokenized per regex call (~1 ms)
-_MEMO_ENTRIES: Final = 4096  # remembered prompt texts
 _MEMO_MAX_CHARS: Final = 4096  # longer texts are tokenized each time
 
 UNKNOWN_PIECE_FORMAT: Final = "<unk:{}>"
@@ -56,15 +53,19 @@ class SimulatedTokenizer:
     """Regex tokenizer with FNV-1a ids; implements the `Tokenizer` protocol."""
 
     def __init__(
-        self, max_entries: int = DEFAULT_MAX_ENTRIES, max_chars: int = DEFAULT_MAX_CHARS
+        self,
+        vocabulary_bytes: int = vocab.DEFAULT_MAX_BYTES,
+        memo_bytes: int = memo.DEFAULT_MAX_BYTES,
     ) -> None:
-        self._vocab = PieceVocabulary(max_entries, max_chars)
+        """`vocabulary_bytes` and `memo_bytes` bound the estimated memory of the pieces
+        remembered for decoding and of the remembered prompt ids."""
+        self._vocab = PieceVocabulary(vocabulary_bytes)
+        self._memo = PromptMemo(memo_bytes)
         self._split = _TOKEN_RE.findall
-        self._memo: dict[str, list[int]] = {}
 
     @property
     def vocabulary_size(self) -> int:
-        """Number of pieces currently remembered for decoding (bounded by max_entries)."""
+        """Number of pieces currently remembered for decoding (bounded by vocabulary_bytes)."""
         return len(self._vocab)
 
     def tokenize(self, text: str) -> tuple[list[int], list[str]]:
@@ -106,17 +107,14 @@ class SimulatedTokenizer:
         """Token ids of `text`.
 
         Prompts repeat (system prompts, benchmarks, retries), so recent short texts are
-        remembered; a copy is returned so no caller can change the remembered ids."""
-        if len(text) > _MEMO_MAX_CHARS:
-            return self.tokenize(text)[0]
-        memo = self._memo
-        ids = memo.get(text)
-        if ids is None:
-            ids = self.tokenize(text)[0]
-            memo[text] = ids
-            if len(memo) > _MEMO_ENTRIES:
-                del memo[next(iter(memo))]  # the oldest entry: FIFO is enough here
-        return list(ids)
+        remembered within a memory budget (see `memo`); each call gets a list of its own."""
+        ids = self._memo.ids.get(text)
+        if ids is not None:
+            return list(ids)
+        fresh = self.tokenize(text)[0]
+        if len(text) <= _MEMO_MAX_CHARS:
+            self._memo.add(text, tuple(fresh))
+        return fresh
 
     def render_chat(self, turns: Sequence[ChatTurn]) -> str:
         """The chat template text: one `### role: text` line per turn (see `render_chat_text`)."""

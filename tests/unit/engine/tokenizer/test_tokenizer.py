@@ -16,6 +16,9 @@ from vllm_sim.engine.tokenizer import (
     fnv1a_32,
     render_chat_text,
 )
+from vllm_sim.engine.tokenizer.memo import PromptMemo
+from vllm_sim.engine.tokenizer.memo import entry_bytes as memo_entry_bytes
+from vllm_sim.engine.tokenizer.vocab import entry_bytes
 
 # The reference grammar (which drops unmatched characters), used to check that ASCII
 # text is tokenized exactly as the reference does.
@@ -160,9 +163,9 @@ def test_tokenize_is_deterministic_across_instances() -> None:
 
 
 def test_vocabulary_is_bounded_and_keeps_recent_pieces() -> None:
-    tok = SimulatedTokenizer(max_entries=100)
+    tok = SimulatedTokenizer(vocabulary_bytes=100 * entry_bytes("w999"))
     all_ids = [tok.encode(f"w{i}")[0] for i in range(1000)]
-    assert tok.vocabulary_size <= 100
+    assert 0 < tok.vocabulary_size <= 100
     assert tok.piece(all_ids[-1]) == "w999"
     assert tok.piece(all_ids[0]) == f"<unk:{all_ids[0]}>"
     # Forgotten pieces still tokenize to the same id.
@@ -170,7 +173,7 @@ def test_vocabulary_is_bounded_and_keeps_recent_pieces() -> None:
 
 
 def test_vocabulary_promotes_old_entries_on_use() -> None:
-    vocab = PieceVocabulary(max_entries=4)
+    vocab = PieceVocabulary(max_bytes=4 * entry_bytes("a"))  # two pieces per generation
     first = vocab.id_of("a")
     vocab.id_of("b")
     vocab.id_of("c")  # rotates: a, b become the old generation
@@ -180,11 +183,46 @@ def test_vocabulary_promotes_old_entries_on_use() -> None:
     assert vocab.piece_of(fnv1a_32("b")) is None
 
 
-def test_vocabulary_character_budget() -> None:
-    vocab = PieceVocabulary(max_entries=1000, max_chars=20)
-    huge = "x" * 11  # longer than half the budget: id but not remembered
+def test_vocabulary_byte_budget() -> None:
+    budget = 10 * entry_bytes("000000000")
+    vocab = PieceVocabulary(max_bytes=budget)
+    huge = "x" * budget  # its entry is larger than half the budget: id but not remembered
     assert vocab.id_of(huge) == fnv1a_32(huge)
     assert vocab.piece_of(fnv1a_32(huge)) is None
     for i in range(50):
         vocab.id_of(f"{i:09d}")
-    assert len(vocab) <= 4
+        assert vocab.estimated_bytes <= budget
+    assert len(vocab) <= 10
+
+
+def test_wide_characters_cost_more_than_ascii() -> None:
+    # A piece of astral characters takes four bytes per character: the budget counts bytes.
+    assert entry_bytes("\U0001f600" * 100) > entry_bytes("é" * 100) > entry_bytes("e" * 100)
+    budget = 2 * entry_bytes("\U0001f600" + " " * 1000)
+    vocab = PieceVocabulary(max_bytes=budget)
+    vocab.id_of("\U0001f600" + " " * 1000)
+    assert vocab.piece_of(fnv1a_32("\U0001f600" + " " * 1000)) is not None
+    vocab.id_of("\U0001f601" + " " * 1000)  # does not fit beside it: rotates
+    assert len(vocab) == 2
+    assert vocab.estimated_bytes <= budget
+
+
+def test_memo_returns_fresh_lists() -> None:
+    tok = SimulatedTokenizer()
+    first = tok.encode("a b c")
+    first.append(99)
+    assert tok.encode("a b c") == tok.tokenize("a b c")[0]
+    assert tok.encode("a b c") is not tok.encode("a b c")
+
+
+def test_memo_evicts_oldest_first_within_its_budget() -> None:
+    ids = (1, 2, 3)
+    memo = PromptMemo(max_bytes=3 * memo_entry_bytes("t0", ids))
+    for name in ("t0", "t1", "t2", "t3"):
+        memo.add(name, ids)
+        assert memo.estimated_bytes <= 3 * memo_entry_bytes("t0", ids)
+    assert list(memo.ids) == ["t1", "t2", "t3"]
+    memo.add("x" * 1000, ids)  # larger than the whole budget: not remembered
+    assert "x" * 1000 not in memo.ids and len(memo) == 3
+    memo.add("t3", (4,))  # already there: kept as is
+    assert memo.ids["t3"] == ids
