@@ -21,7 +21,7 @@ import msgspec
 from vllm_sim.api.body import json_kind
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.errors import RequestError
-from vllm_sim.schemagen import SynthesisError, SynthesisSettings, synthesize
+from vllm_sim.schemagen import SynthesisError, SynthesisSettings, budgeted, synthesize
 
 __all__ = [
     "ResponseFormat",
@@ -547,6 +547,7 @@ def plan_tools(
     """The engine's view of the callable tools, each checked to be generable."""
     if not candidates:
         return None
-    for tool in candidates:
-        probe_schema(tool.parameters, f"tool '{tool.name}'", "tools", settings)
+    with budgeted():  # one synthesis budget for all of them, however many tools there are
+        for tool in candidates:
+            probe_schema(tool.parameters, f"tool '{tool.name}'", "tools", settings)
     return ToolPlan(tuple((t.name, t.parameters) for t in candidates), forced, max_calls)

@@ -15,7 +15,13 @@ from vllm_sim.engine.generation.sentences import SentenceBank
 from vllm_sim.engine.generation.toolcalls import TOOL_CALL_OVERHEAD, ToolPlan, make_tool_calls
 from vllm_sim.engine.request import JsonPlan
 from vllm_sim.engine.tokenizer import Tokenizer
-from vllm_sim.schemagen import SynthesisError, SynthesisSettings, arguments_json, synthesize
+from vllm_sim.schemagen import (
+    SynthesisError,
+    SynthesisSettings,
+    arguments_json,
+    budgeted,
+    synthesize,
+)
 
 if TYPE_CHECKING:
     from vllm_sim.engine.sequence import Sequence
@@ -91,7 +97,8 @@ class ContentSource:
 
     def _tool_calls(self, seq: Sequence, plan: ToolPlan) -> bool:
         """Fills the sequence with tool calls; False when it is to answer in text."""
-        made = make_tool_calls(self._rng, plan, self.synthesis, self.tokenizer, self._arguments)
+        with budgeted():  # one synthesis budget for all the calls of a sequence
+            made = make_tool_calls(self._rng, plan, self.synthesis, self.tokenizer, self._arguments)
         if made is None:
             return False
         seq.output_ids, seq.output_pieces = made.token_ids, made.pieces

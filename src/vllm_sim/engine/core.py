@@ -12,6 +12,7 @@ import enum
 import heapq
 import logging
 import random
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -32,10 +33,12 @@ from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 # round trip: event-loop timers have millisecond granularity.
 _EARLY = 0.0005
 _NEVER = float("inf")
-# Tokens the engine generates in one turn of the event loop: with no latency configured a
-# whole request (n in the hundreds) would otherwise be generated, and released, in one
-# go, and nothing else (health checks, other clients) would run meanwhile. ~3 ms.
+# The engine's share of one turn of the event loop: with no latency configured a whole
+# request (n in the hundreds) would otherwise be generated, and released, in one go, and
+# nothing else (health checks, other clients) would run meanwhile. A turn ends after this
+# many tokens generated (~3 ms), or this much real time (slow tool-call schemas).
 WORK_PER_TURN = 16384
+TURN_SECONDS = 0.005
 
 log = logging.getLogger("vllm_sim")
 
@@ -108,6 +111,7 @@ class Engine:
         self._ticking = False
         self._fake_running: int | None = None
         self._work = 0  # tokens generated this turn of the loop
+        self._turn_ends = 0.0  # time.perf_counter() at which this turn is over
         self._admission_deferred = False
 
     # ----------------------------------------------------------------- public API
@@ -152,7 +156,7 @@ class Engine:
         """
         if self.asleep:
             raise EngineError(Refusal.SLEEPING, SLEEPING)
-        self._work = 0
+        self._new_turn()
         stream: RequestStream | None = None
         try:
             self._check_room(request)
@@ -257,7 +261,7 @@ class Engine:
         self._admitting = True
         try:
             while self.num_running < self.limits.max_num_seqs:
-                if self._work >= WORK_PER_TURN:
+                if self._work >= WORK_PER_TURN or time.perf_counter() >= self._turn_ends:
                     self._defer_admission()
                     break
                 seq = self._pop_admissible()
@@ -268,6 +272,10 @@ class Engine:
         finally:
             self._admitting = False
 
+    def _new_turn(self) -> None:
+        self._work = 0
+        self._turn_ends = time.perf_counter() + TURN_SECONDS
+
     def _defer_admission(self) -> None:
         """Admits the rest on the next turn of the loop (see WORK_PER_TURN)."""
         if not self._admission_deferred:
@@ -276,7 +284,7 @@ class Engine:
 
     def _resume_admission(self) -> None:
         self._admission_deferred = False
-        self._work = 0
+        self._new_turn()
         self._admit()
 
     def _pop_admissible(self) -> Sequence | None:
@@ -442,9 +450,11 @@ class Engine:
         now = self._clock()
         horizon = now + _EARLY
         touched: list[RequestStream] = []
-        self._work = 0
+        self._new_turn()
         try:
             while heap and heap[0][0] <= horizon and self._work < WORK_PER_TURN:
+                if time.perf_counter() >= self._turn_ends:
+                    break
                 deadline, _, seq = heapq.heappop(heap)
                 if seq.state is not SeqState.RUNNING:
                     continue

@@ -41,7 +41,8 @@ only: a `oneOf` whose branches overlap everywhere (`[{"type": "boolean"}, {"type
 
 Work is bounded (`limits`): at most 1,000 characters per string and per `pattern`, 100
 items per array, 100 properties per object, 10,000 values (nested `const` and `enum` values
-included) and 30 ms of CPU per synthesis; a schema whose minimum exceeds a cap is a
+included) and 30 ms of CPU per synthesis, or per `budgeted()` block around several (one
+request's); a schema whose minimum exceeds a cap is a
 `SynthesisError` naming the path and the limit. An `anyOf` or `oneOf` branch that cannot be
 satisfied is skipped (SynthesisError when none can be).
 
@@ -50,8 +51,16 @@ satisfied is skipped (SynthesisError when none can be).
 
 from .context import SynthesisError
 from .encoding import arguments_json
+from .limits import budgeted
 from .settings import SynthesisSettings
 from .synthesis import synthesize
 from .words import WORDS
 
-__all__ = ["WORDS", "SynthesisError", "SynthesisSettings", "arguments_json", "synthesize"]
+__all__ = [
+    "WORDS",
+    "SynthesisError",
+    "SynthesisSettings",
+    "arguments_json",
+    "budgeted",
+    "synthesize",
+]

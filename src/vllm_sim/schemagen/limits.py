@@ -43,7 +43,6 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Final, TypeVar
@@ -98,22 +97,50 @@ def _work_clock() -> float:
     return time.thread_time() - _GcClock.spent
 
 
-_CURRENT: ContextVar[_Budget | None] = ContextVar("schemagen_budget", default=None)
+class _Scope:
+    """What a `budgeted` block shares: its budget, made when its first synthesis starts."""
+
+    __slots__ = ("budget",)
+
+    def __init__(self) -> None:
+        self.budget: _Budget | None = None
 
 
-@contextmanager
-def budgeted() -> Iterator[None]:
-    """Runs one synthesis under a fresh node count and deadline."""
-    budget = _Budget(_work_clock() + DEADLINE_SECONDS, time.perf_counter() + DEADLINE_SECONDS)
-    token = _CURRENT.set(budget)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
+_CURRENT: ContextVar[_Scope | None] = ContextVar("schemagen_budget", default=None)
+
+
+class budgeted:
+    """Runs syntheses under a fresh node count and deadline, or under the enclosing one:
+    every synthesis one request makes (a probe per tool, a call per tool) can share one
+    budget, so a request with many tools costs no more than one with a single tool.
+
+    Entering is cheap (no clock is read) since most requests that enter carry no schema."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _CURRENT.set(_Scope()) if _CURRENT.get() is None else None
+
+    def __exit__(self, *_: object) -> None:
+        if self._token is not None:
+            _CURRENT.reset(self._token)
+
+
+def start_budget() -> None:
+    """Starts the deadline of the enclosing `budgeted` block, unless it has started."""
+    scope = _CURRENT.get()
+    if scope is not None and scope.budget is None:
+        now = time.perf_counter()
+        scope.budget = _Budget(_work_clock() + DEADLINE_SECONDS, now + DEADLINE_SECONDS)
+
+
+def _budget() -> _Budget | None:
+    scope = _CURRENT.get()
+    return None if scope is None else scope.budget
 
 
 def check_deadline(path: str = "$") -> None:
-    budget = _CURRENT.get()
+    budget = _budget()
     if budget is None:
         return
     now = time.perf_counter()
@@ -139,7 +166,7 @@ def paced(items: Iterable[_T], path: str = "$") -> Iterator[_T]:
 
 def count_value(path: str) -> None:
     """Counts one generated value against `MAX_NODES`, and checks the deadline."""
-    budget = _CURRENT.get()
+    budget = _budget()
     if budget is None:
         return
     budget.nodes += 1

@@ -11,7 +11,13 @@ from .arrays import array_value
 from .context import Ctx, SynthesisError, fail, unsupported_type
 from .flatten import Flattener
 from .keywords import TYPE_COST, TYPES, enum_values, schema_list
-from .limits import SynthesisTooExpensive, budgeted, check_deadline, count_value
+from .limits import (
+    SynthesisTooExpensive,
+    budgeted,
+    check_deadline,
+    count_value,
+    start_budget,
+)
 from .matching import Matcher
 from .merge import merge
 from .numbers import integer_value, number_value
@@ -34,6 +40,7 @@ def synthesize(
     `optional_param_probability` (tool parameters); nested ones use
     `optional_field_probability`. Raises `SynthesisError` for schemas we cannot satisfy."""
     with budgeted():
+        start_budget()
         return _Synthesizer(rng, schema, settings).generate(
             schema, Ctx(path="$", depth=0, top=top_level, null_ok=False)
         )
