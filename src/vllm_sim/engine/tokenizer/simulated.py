@@ -70,22 +70,24 @@ class SimulatedTokenizer:
 
     def tokenize(self, text: str) -> tuple[list[int], list[str]]:
         """Token ids and pieces of `text`; `"".join(pieces) == text`."""
-        pieces: list[str] = (
-            self._split(text) if len(text) <= _SLICE_CHARS else self._split_slices(text)
-        )
+        if len(text) > _SLICE_CHARS:
+            return self._tokenize_slices(text)
+        pieces: list[str] = self._split(text)
+        return self._ids(pieces), pieces
+
+    def _ids(self, pieces: list[str]) -> list[int]:
         try:
             # Fast path: every piece already hashed (the common case for repeated text).
-            ids = list(map(self._vocab.ids.__getitem__, pieces))
+            return list(map(self._vocab.ids.__getitem__, pieces))
         except KeyError:
             id_of = self._vocab.id_of
-            ids = [id_of(piece) for piece in pieces]
-        return ids, pieces
+            return [id_of(piece) for piece in pieces]
 
-    @staticmethod
-    def _split_slices(text: str) -> list[str]:
-        """The pieces of a long text, one slice at a time: each regex call holds the GIL
-        from start to end, and a text of megabytes is tokenized on a worker thread while
-        the event loop must keep running."""
+    def _tokenize_slices(self, text: str) -> tuple[list[int], list[str]]:
+        """A long text, one slice at a time: each regex call, and each lookup of a slice's
+        ids, holds the GIL from start to end, and a text of megabytes is tokenized on a
+        worker thread while the event loop must keep running."""
+        ids: list[int] = []
         pieces: list[str] = []
         start = 0
         while len(text) - start > _SLICE_CHARS:
@@ -93,15 +95,17 @@ class SimulatedTokenizer:
             part: list[str] = _TOKEN_RE.findall(text, start, end)
             if len(part) > 1:
                 last = part.pop()  # may be cut by `end`: read again with the next slice
-                pieces += part
                 start = end - len(last)  # the pieces join back to text[start:end]
             else:  # one piece as long as the slice: read it whole
                 match = _TOKEN_RE.match(text, start)
-                piece = match.group() if match else text[start:]
-                pieces.append(piece)
-                start += len(piece)
-        pieces += _TOKEN_RE.findall(text, start)
-        return pieces
+                part = [match.group() if match else text[start:]]
+                start += len(part[0])
+            ids += self._ids(part)
+            pieces += part
+        part = _TOKEN_RE.findall(text, start)
+        ids += self._ids(part)
+        pieces += part
+        return ids, pieces
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`.

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from vllm_sim.engine.tokenizer.fnv import fnv1a_32
 from vllm_sim.engine.tokenizer.simulated import _SLICE_CHARS, _TOKEN_RE, SimulatedTokenizer
 
 ALPHABET = ["a", "bb", " ", "  ", "\n", ".", "é", "_", "xyz", "-", " \t", "Z9", "!!", "\r\n"]
@@ -27,7 +28,7 @@ def test_sliced_pieces_equal_one_pass(seed: int) -> None:
     ids, pieces = SimulatedTokenizer().tokenize(text)
     assert pieces == single_pass(text)
     assert "".join(pieces) == text
-    assert len(ids) == len(pieces)
+    assert ids == [fnv1a_32(piece) for piece in pieces]
 
 
 @pytest.mark.parametrize(
