@@ -47,6 +47,15 @@ HOSTILE_SCHEMA = {
 }
 
 
+# Small enough to be planned on the event loop, slow enough to run into the 30 ms deadline.
+RECURSIVE_SCHEMA = {
+    "type": "object",
+    "properties": {"x": {"$ref": "#/$defs/a"}},
+    "required": ["x"],
+    "$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}] * 1000}},
+}
+
+
 def _chat(**fields: Any) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": "hi"}], "max_tokens": TOKENS, **fields}
 
@@ -69,6 +78,16 @@ WORST: dict[str, tuple[str, dict[str, Any], int]] = {
             response_format={
                 "type": "json_schema",
                 "json_schema": {"name": "x", "schema": HOSTILE_SCHEMA},
+            }
+        ),
+        400,
+    ),
+    "chat-schema-deadline": (
+        "/v1/chat/completions",
+        _chat(
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "x", "schema": RECURSIVE_SCHEMA},
             }
         ),
         400,
