@@ -250,6 +250,7 @@ class RouteFigures:
     statuses: Counter[str] = field(default_factory=Counter)
     stream_errors: int = 0
     documented_500: int = 0  # /fake_metrics' deliberate 500s, kept apart from the rest
+    spikes: int = 0  # slow /health pings that the same request did not cause again
     worst_health: float = 0.0
     seconds: float = 0.0
 
@@ -268,6 +269,7 @@ def write_report(path: str) -> None:
             "statuses": dict(sorted(f.statuses.items())),
             "stream_errors": f.stream_errors,
             "documented_500": f.documented_500,
+            "unrepeated_health_spikes": f.spikes,
             "worst_health_ms": round(f.worst_health * 1000, 1),
             "seconds": round(f.seconds, 1),
         }
@@ -286,6 +288,8 @@ def summary_lines() -> list[str]:
             shown += f" in-stream-4xx:{f.stream_errors}"
         if f.documented_500:
             shown += f" 500-by-design:{f.documented_500}"
+        if f.spikes:
+            shown += f" spikes:{f.spikes}"
         lines.append(
             f"{name:<44}{f.examples:>9}  {shown:<38}"
             f"{f.worst_health * 1000:>8.1f} ms{f.seconds:>7.1f}"
@@ -343,7 +347,11 @@ def exchange(target: Target, route: Route, probe: Probe, name: str | None = None
     figures.seconds += elapsed
     where = probe.describe()[:2000]
     assert elapsed < REQUEST_BOUND, (f"took {elapsed:.1f}s", where)
-    assert stall < STALL_BOUND, (f"/health took {stall * 1000:.0f} ms", where)
+    if stall >= STALL_BOUND:
+        again = _stall_again(target, probe)
+        figures.spikes += 1
+        took = f"/health took {stall * 1000:.0f} ms, then {again * 1000:.0f} ms when repeated"
+        assert again < STALL_BOUND, (took, where)
     assert not target.probe.failures, (f"{target.probe.failures} /health pings failed", where)
     status = response.status_code
     if status == 500 and route.documented_500 is not None:
@@ -359,6 +367,18 @@ def exchange(target: Target, route: Route, probe: Probe, name: str | None = None
         figures.stream_errors += check_stream(response.content, route.framing, where)
     elif status == 200 and content_type.startswith("application/json") and response.content:
         response.json()  # (/health answers an empty body labelled JSON)
+
+
+def _stall_again(target: Target, probe: Probe) -> float:
+    """The worst /health ping over two more sends of `probe`. A request that blocks the
+    event loop does so every time; a one-off spike (a collection in the server, the machine
+    busy elsewhere) does not, and is only counted."""
+    worst = 0.0
+    for _ in range(2):
+        target.probe.take_window()
+        _send(target.client, probe)
+        worst = max(worst, target.probe.take_window())
+    return worst
 
 
 def _send(client: httpx.Client, probe: Probe) -> httpx.Response:
