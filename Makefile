@@ -7,7 +7,6 @@ PORT ?= 8000
 ARGS ?=
 FUZZ_EXAMPLES ?= 10000
 FUZZ_REPORT ?=
-FUZZ_KNOWN_BUGS ?=
 
 .PHONY: run test lint typecheck unit fuzz bench install dev clean docs
 
@@ -44,10 +43,10 @@ test: lint typecheck unit
 
 # The abuse suite alone, FUZZ_EXAMPLES per route (the test run uses a small count); no
 # per-test timeout, since one route's examples take minutes. FUZZ_REPORT=file.json saves
-# the figures; FUZZ_KNOWN_BUGS=1 also draws the examples of reported, unfixed bugs.
+# the figures.
 fuzz: dev
 	VLLM_SIM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) VLLM_SIM_FUZZ_REPORT=$(FUZZ_REPORT) \
-	VLLM_SIM_FUZZ_KNOWN_BUGS=$(FUZZ_KNOWN_BUGS) $(BIN)/pytest tests/fuzz --timeout=0
+	$(BIN)/pytest tests/fuzz --timeout=0
 
 bench: dev
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -12,7 +12,6 @@ from tests.support.fuzz import (
     EDGE_INTS,
     JUNK,
     LARGE_COUNTS,
-    as_object,
     counts,
     flags,
     pick,
@@ -112,18 +111,6 @@ EMBEDDING_FIELDS = {
 }
 
 
-def _huge_embedding(body: Any) -> bool:
-    # known bug: an answer of 2**20 values (the most MAX_VALUES allows, e.g. 1024 inputs of
-    # 1024 dimensions) is built on the event loop and blocks it for about 0.5 s.
-    fields = as_object(body) or {}
-    inputs, dimensions = fields.get("input"), fields.get("dimensions")
-    items = 1  # one text, or one sequence of token ids
-    if isinstance(inputs, list) and inputs and isinstance(inputs[0], str | list):
-        items = len(inputs)
-    size = dimensions if type(dimensions) is int and 0 < dimensions <= 65536 else 384
-    return items * size > 2**19
-
-
 generate_bodies = st.fixed_dictionaries(
     {
         "token_ids": token_ids,
@@ -183,7 +170,7 @@ def test_render_chat(target: Target, probe: Probe) -> None:
 
 
 @route_settings()
-@given(probe=requests(EMBEDDINGS.path, embedding_bodies, EMBEDDING_FIELDS, _huge_embedding))
+@given(probe=requests(EMBEDDINGS.path, embedding_bodies, EMBEDDING_FIELDS))
 def test_embeddings(target: Target, probe: Probe) -> None:
     _run(target, EMBEDDINGS, probe)
 

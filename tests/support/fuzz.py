@@ -22,8 +22,6 @@ from hypothesis import strategies as st
 # Examples per route of the tests/fuzz suite; `make fuzz` sets it to 10,000.
 FUZZ_EXAMPLES_ENV = "VLLM_SIM_FUZZ_EXAMPLES"
 CI_EXAMPLES = 80
-# Set to 1 to draw the examples of known, reported bugs too (each marked `# known bug:`).
-KNOWN_BUGS_ENV = "VLLM_SIM_FUZZ_KNOWN_BUGS"
 
 
 def fuzz_settings(max_examples: int, *suppress: HealthCheck) -> settings:
@@ -40,10 +38,6 @@ def examples_per_route() -> int:
     """FUZZ_EXAMPLES_ENV when set, else the small count CI runs."""
     raw = os.environ.get(FUZZ_EXAMPLES_ENV, "").strip()
     return int(raw) if raw else CI_EXAMPLES
-
-
-def known_bugs_included() -> bool:
-    return os.environ.get(KNOWN_BUGS_ENV, "") == "1"
 
 
 def route_settings() -> settings:
@@ -234,24 +228,6 @@ def counts(*valid: int) -> st.SearchStrategy[Any]:
 def flags() -> st.SearchStrategy[Any]:
     """A boolean field's values, and what is almost one."""
     return st.booleans() | st.sampled_from([0, 1, "true", "false", None, Raw(b"tru")]) | JUNK
-
-
-def as_object(body: Any) -> dict[str, Any] | None:
-    """A body as the server reads its top level (the last of duplicate keys wins)."""
-    if isinstance(body, Pairs):
-        return dict(body.items)
-    return body if isinstance(body, dict) else None
-
-
-def beyond_float(value: Any) -> bool:
-    """Whether an integer anywhere in `value` is too large for a float (10**400)."""
-    if isinstance(value, Pairs):
-        value = [item for _, item in value.items]
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list):
-        return any(beyond_float(item) for item in value)
-    return type(value) is int and abs(value) >= 2**1024
 
 
 # ------------------------------------------------------------------ mutation

@@ -14,17 +14,16 @@ import multiprocessing
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
 import pytest
-from hypothesis import reject
 from hypothesis import strategies as st
 
 from tests.support.errors import assert_anthropic_error, assert_openai_error
-from tests.support.fuzz import encode, known_bugs_included, mutated
+from tests.support.fuzz import encode, mutated
 from tests.support.server import STARTUP_TIMEOUT, SimServer
 
 REQUEST_BOUND = 10.0  # seconds for one whole exchange: longer is a hang
@@ -120,19 +119,14 @@ def requests(
     path: str,
     valid: st.SearchStrategy[dict[str, Any]],
     fields: Mapping[str, st.SearchStrategy[Any]],
-    known_bug: Callable[[Any], bool] | None = None,
 ) -> Probe:
     """A POST to `path`: mostly a mutated JSON body, sometimes with the wrong content type,
-    sometimes bytes that are no JSON body at all (truncated, trailing junk, binary).
-
-    `known_bug` says which bodies hit a reported bug: they are left out unless
-    VLLM_SIM_FUZZ_KNOWN_BUGS=1, so that CI stays green until the fix lands.
-    """
+    sometimes bytes that are no JSON body at all (truncated, trailing junk, binary)."""
     mode = draw(st.sampled_from(["json"] * 8 + ["content-type", "raw"]))
     headers = {"content-type": "application/json"}
     if draw(st.integers(0, 4)) == 0:
         headers.update(draw(extra_headers()))
-    body = encode(draw(_documents(valid, fields, known_bug)))
+    body = encode(draw(mutated(valid, fields)))
     if mode == "content-type":
         content_type = draw(st.sampled_from(CONTENT_TYPES))
         del headers["content-type"]
@@ -147,23 +141,6 @@ def requests(
             | st.just(body + b"junk")
         )
     return Probe("POST", path, tuple(headers.items()), body)
-
-
-@st.composite
-def _documents(
-    draw: st.DrawFn,
-    valid: st.SearchStrategy[dict[str, Any]],
-    fields: Mapping[str, st.SearchStrategy[Any]],
-    known_bug: Callable[[Any], bool] | None,
-) -> Any:
-    """A mutated body, drawn again while it hits a known bug (`assume` would have hypothesis
-    render the repr of these strategies, tens of kilobytes, on every rejection)."""
-    skip = known_bug is not None and not known_bugs_included()
-    for _ in range(5):
-        document = draw(mutated(valid, fields))
-        if not (skip and known_bug is not None and known_bug(document)):
-            return document
-    reject()
 
 
 # ------------------------------------------------------------------ the stall probe
