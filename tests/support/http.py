@@ -44,7 +44,7 @@ _TOKEN_RE = re.compile(_TOKEN)
 _ONE_TOKEN_RE = re.compile(rf"^{_TOKEN}$")
 
 
-UUID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+REQUEST_ID_RE = r"[0-9a-f]{32}"  # vLLM's request ids: a uuid's 32 hex characters
 
 
 def ascii_tokens(text: str) -> list[str]:

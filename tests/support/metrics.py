@@ -22,7 +22,6 @@ METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"
 REAL_METRICS_ONLY = "the simulator is reporting real metrics; fake metrics cannot be updated"
 FAKE_PREFIX = "Failed to update fake metrics: "
 POD_HEADERS = ("x-inference-pod", "x-inference-port", "x-inference-namespace")
-UUID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 TTFT = "vllm:time_to_first_token_seconds"
 TPOT = "vllm:time_per_output_token_seconds"

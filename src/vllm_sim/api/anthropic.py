@@ -25,6 +25,7 @@ from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.api.streaming import named_event
 from vllm_sim.api.tools import ToolChoice, ToolChoiceMode, parse_tools, plan_tools, tool_candidates
 from vllm_sim.engine.finish import Finish
+from vllm_sim.engine.generation.stops import StopRules
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
@@ -56,6 +57,8 @@ class MessagesRequest(msgspec.Struct):
     tools: list[Any] | None = None
     tool_choice: dict[str, Any] | None = None
     ignore_eos: bool | None = None
+    stop_sequences: list[str] | None = None
+    temperature: float | None = None
 
 
 def error_payload(error: RequestError) -> dict[str, Any]:
@@ -205,7 +208,12 @@ class MessagesEndpoint(Endpoint[MessagesRequest]):
         if body.max_tokens is None:
             raise _fail("max_tokens is required", "max_tokens")
         stream, ignore_eos = bool(body.stream), bool(body.ignore_eos)
-        return Options(body.max_tokens, "max_tokens", stream=stream, ignore_eos=ignore_eos)
+        options = Options(body.max_tokens, "max_tokens", stream=stream, ignore_eos=ignore_eos)
+        strings = tuple(text for text in body.stop_sequences or () if text)
+        if strings:
+            options.stops = StopRules(strings)
+        options.greedy = body.temperature == 0
+        return options
 
     def plan(self, ctx: ApiContext, body: MessagesRequest) -> Plan:
         messages = _messages(body)
@@ -229,8 +237,15 @@ class MessagesEndpoint(Endpoint[MessagesRequest]):
 
 
 def stop_reason(seq: Sequence) -> str:
+    if isinstance(seq.stop_reason, str):
+        return "stop_sequence"
     reason = seq.finish_reason
     return "end_turn" if reason is None else _STOP_REASONS.get(reason, "end_turn")
+
+
+def stop_sequence(seq: Sequence) -> str | None:
+    """The stop sequence that ended the answer, if one did."""
+    return seq.stop_reason if isinstance(seq.stop_reason, str) else None
 
 
 def message_object(
@@ -243,7 +258,7 @@ def message_object(
         "content": content,
         "model": model,
         "stop_reason": reason,
-        "stop_sequence": None,
+        "stop_sequence": stop_sequence(seq) if reason is not None else None,
         "usage": {
             "input_tokens": seq.prompt_tokens,
             "cache_creation_input_tokens": 0,
@@ -294,8 +309,11 @@ class MessageEvents:
         pieces = seq.output_pieces
         calls = seq.tool_calls
         if calls is None:
+            # The end-of-sequence token has no text: no delta for it.
             return b"".join(
-                _delta(0, {"type": "text_delta", "text": pieces[i]}) for i in range(start, end)
+                _delta(0, {"type": "text_delta", "text": pieces[i]})
+                for i in range(start, end)
+                if pieces[i]
             )
         parts = []
         for i in range(start, end):
@@ -318,7 +336,7 @@ class MessageEvents:
         last = len(seq.tool_calls) - 1 if seq.tool_calls else 0
         delta = {
             "type": "message_delta",
-            "delta": {"stop_reason": stop_reason(seq), "stop_sequence": None},
+            "delta": {"stop_reason": stop_reason(seq), "stop_sequence": stop_sequence(seq)},
             "usage": {"output_tokens": seq.completion_tokens},
         }
         return (

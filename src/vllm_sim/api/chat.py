@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import msgspec
 
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
-from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
-from vllm_sim.api.logprobs import ChatLogprobs, check_logprobs_count
+from vllm_sim.api.endpoint import (
+    Call,
+    Endpoint,
+    Options,
+    Plan,
+    SamplingFields,
+    answer_shape,
+)
+from vllm_sim.api.logprobs import ChatLogprobs, check_logprobs_count, prompt_logprobs
 from vllm_sim.api.omni import image_block
-from vllm_sim.api.streaming import OpenAIChunks, encoded_choices, json_str, openai_object
+from vllm_sim.api.streaming import (
+    AnswerShape,
+    OpenAIChunks,
+    encoded_choices,
+    json_str,
+    openai_object,
+)
 from vllm_sim.api.tools import (
     parse_response_format,
     parse_tool_choice,
@@ -26,8 +40,12 @@ from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
 
+# How a request chose its tools (tool_choice): it decides how a call is reported.
+ToolMode = Literal["auto", "required", "named"]
+_encode = msgspec.json.encode
 
-class ChatRequest(OpenAIBody, kw_only=True):
+
+class ChatRequest(SamplingFields, kw_only=True):
     messages: list[ChatMessage]
     n: int | None = None
     max_tokens: int | None = None
@@ -52,7 +70,8 @@ class ChatEndpoint(Endpoint[ChatRequest]):
         if max_tokens is None:
             max_tokens, field = body.max_tokens, "max_tokens"
         logprobs = (body.top_logprobs or 0) if body.logprobs else None
-        return Options.of(body, max_tokens, field, body.n, body.cache_hit_threshold, logprobs)
+        options = Options.of(body, max_tokens, field, body.n, body.cache_hit_threshold, logprobs)
+        return options.sample(body)
 
     def plan(self, ctx: ApiContext, body: ChatRequest) -> Plan:
         check_logprobs_count(body.top_logprobs, "top_logprobs")
@@ -64,17 +83,27 @@ class ChatEndpoint(Endpoint[ChatRequest]):
         return Plan([_prompt(ctx, body.messages)], tools, _json_plan(ctx, body))
 
     def chunks(self, call: Call[ChatRequest]) -> ChatChunks:
-        usage = call.options.include_usage
-        return ChatChunks(call.stream, f"chatcmpl-{call.request_id}", call.model, _top(call), usage)
+        return ChatChunks(
+            call.stream, answer_shape(call, "chatcmpl-"), _top(call), _tool_mode(call)
+        )
 
     def answer(self, call: Call[ChatRequest]) -> dict[str, Any]:
-        return _completion(call.stream, f"chatcmpl-{call.request_id}", call.model, _top(call))
+        return _completion(call, answer_shape(call, "chatcmpl-"))
 
 
 def _top(call: Call[ChatRequest]) -> int:
     """How many alternatives each token's logprobs list; -1 for no logprobs at all."""
     body = call.body
     return (body.top_logprobs or 0) if body.logprobs else -1
+
+
+def _tool_mode(call: Call[ChatRequest]) -> ToolMode:
+    """How the request chose its tools, which decides how a call is reported: a named tool
+    finishes with "stop", and a forced call has empty rather than null content."""
+    choice = call.body.tool_choice
+    if isinstance(choice, dict):
+        return "named"
+    return "required" if choice == "required" else "auto"
 
 
 def _prompt(ctx: ApiContext, messages: list[ChatMessage]) -> Prompt:
@@ -113,55 +142,93 @@ def _json_plan(ctx: ApiContext, body: ChatRequest) -> JsonPlan | None:
     return JsonPlan(response_format.schema)
 
 
-def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[str, Any]:
-    logprobs = ChatLogprobs(top) if top >= 0 else None
-    choices = encoded_choices(stream, _choice, logprobs)
-    return openai_object(stream, rid, "chat.completion", model, choices)
+@dataclass(frozen=True, slots=True)
+class ChoiceShape:
+    """How each choice of a non-streamed answer is written."""
+
+    logprobs: ChatLogprobs | None
+    token_ids: bool  # return_token_ids
+    tool_mode: ToolMode
 
 
-def _choice(seq: Sequence, logprobs: ChatLogprobs | None) -> dict[str, Any]:
-    if seq.tool_calls is not None:
-        return _tool_call_choice(seq, seq.tool_calls)
-    if seq.finish_reason == Finish.CACHE_THRESHOLD:
-        # Refused before generating: no content at all, not even an empty one.
-        message = {"role": "assistant"}
-        return {
-            "index": seq.index,
-            "message": message,
-            "logprobs": None,
-            "finish_reason": Finish.CACHE_THRESHOLD,
-        }
-    pieces = seq.output_pieces
-    content: str | list[dict[str, object]] = "".join(pieces)
-    if seq.request.with_image:
-        content = [{"type": "text", "text": content}, image_block()]
+def _completion(call: Call[ChatRequest], shape: AnswerShape) -> dict[str, Any]:
+    top = _top(call)
+    how = ChoiceShape(ChatLogprobs(top) if top >= 0 else None, shape.token_ids, _tool_mode(call))
+    stream = call.stream
+    answer = openai_object(stream, shape, "chat.completion", encoded_choices(stream, _choice, how))
+    prompt = stream.sequences[0].prompt
+    answer["prompt_logprobs"] = prompt_logprobs(
+        prompt.token_ids, call.options.prompt_logprobs, call.ctx.tokenizer.piece
+    )
+    answer["prompt_token_ids"] = prompt.token_ids if shape.token_ids else None
+    answer["prompt_text"] = None
+    answer["kv_transfer_params"] = None
+    answer["ec_transfer_params"] = None
+    answer["metrics"] = None
+    return answer
+
+
+def _message(content: object) -> dict[str, Any]:
+    """An assistant message with every key vLLM sends."""
     return {
-        "index": seq.index,
-        "message": {"role": "assistant", "content": content},
-        "logprobs": logprobs.content(pieces, 0) if logprobs is not None else None,
-        "finish_reason": seq.finish_reason,
-    }
-
-
-def _tool_call_choice(seq: Sequence, calls: list[ToolCallOutput]) -> dict[str, Any]:
-    message: dict[str, Any] = {
         "role": "assistant",
-        "content": [image_block()] if seq.request.with_image else None,
-        "tool_calls": [
-            {
-                "id": TOOL_CALL_PREFIX + call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
-            for call in calls
-        ],
+        "content": content,
+        "refusal": None,
+        "annotations": None,
+        "audio": None,
+        "function_call": None,
+        "reasoning": None,
     }
+
+
+def _choice(seq: Sequence, how: ChoiceShape) -> dict[str, Any]:
+    if seq.tool_calls is not None:
+        message = _tool_call_message(seq, seq.tool_calls, how.tool_mode)
+        logprobs = None
+    elif seq.finish_reason == Finish.CACHE_THRESHOLD:
+        # Refused before generating: no content at all, not even an empty one.
+        message, logprobs = {"role": "assistant"}, None
+    else:
+        pieces = seq.output_pieces
+        content: str | list[dict[str, object]] = "".join(pieces)
+        if seq.request.with_image:
+            content = [{"type": "text", "text": content}, image_block()]
+        message = _message(content)
+        logprobs = how.logprobs.content(pieces, 0) if how.logprobs is not None else None
     return {
         "index": seq.index,
         "message": message,
-        "logprobs": None,
-        "finish_reason": seq.finish_reason,
+        "logprobs": logprobs,
+        "finish_reason": _finish_reason(seq, how.tool_mode),
+        "stop_reason": seq.stop_reason,
+        "token_ids": seq.output_ids if how.token_ids else None,
+        "routed_experts": None,
     }
+
+
+def _finish_reason(seq: Sequence, tool_mode: ToolMode) -> str | None:
+    """vLLM reports a call to a named tool as an ordinary stop."""
+    if tool_mode == "named" and seq.finish_reason == Finish.TOOL_CALLS:
+        return Finish.STOP
+    return seq.finish_reason
+
+
+def _tool_call_message(
+    seq: Sequence, calls: list[ToolCallOutput], tool_mode: ToolMode
+) -> dict[str, Any]:
+    content: object = "" if tool_mode != "auto" else None
+    if seq.request.with_image:
+        content = [image_block()]
+    message = _message(content)
+    message["tool_calls"] = [
+        {
+            "id": TOOL_CALL_PREFIX + call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        }
+        for call in calls
+    ]
+    return message
 
 
 TOOL_CALL_PREFIX = "chatcmpl-tool-"
@@ -192,57 +259,94 @@ class ChatChunks(OpenAIChunks):
     """Chat completion chunks, spliced from precomputed bytes around each token."""
 
     OBJECT = "chat.completion.chunk"
-    BODY_KEY = b'"delta"'
 
     def __init__(
-        self, stream: RequestStream, rid: str, model: str, top: int, include_usage: bool
+        self, stream: RequestStream, shape: AnswerShape, top: int, tool_mode: ToolMode
     ) -> None:
-        super().__init__(stream, rid, model, top, include_usage)
+        super().__init__(stream, shape)
         self._logprobs = ChatLogprobs(top) if top >= 0 else None
+        self._tool_mode = tool_mode
+        self._plain_tail = b'},"logprobs":null,"finish_reason":null,"token_ids":null}]}\n\n'
 
     def opening(self, seq: Sequence) -> bytes:
         if seq.finish_reason == Finish.CACHE_THRESHOLD:
             return b""  # a refused choice is one finish chunk, nothing before it
-        return self._chunk(seq, b'{"role":"assistant","content":""}', b"null", b"null")
-
-    def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
-        pieces = seq.output_pieces
-        if seq.tool_calls is not None:
-            return b"".join(
-                self._chunk(seq, _tool_call_delta(seq.tool_calls, i, pieces[i]), b"null", b"null")
-                for i in range(start, end)
-            )
-        if seq.request.with_image:
-            # An omni answer streams its text as content blocks.
-            return b"".join(
-                self._chunk(
-                    seq, _text_block_delta(pieces[i]), self._token_logprobs(pieces, i), b"null"
-                )
-                for i in range(start, end)
-            )
-        if self._logprobs is None:
-            head = self._head + str(seq.index).encode() + b',"delta":{"content":'
-            tail = b'},"logprobs":null,"finish_reason":null}],"usage":null}\n\n'
-            return b"".join([head + json_str(pieces[i]) + tail for i in range(start, end)])
-        return b"".join(
-            self._chunk(
-                seq,
-                b'{"content":' + json_str(pieces[i]) + b"}",
-                self._token_logprobs(pieces, i),
-                b"null",
-            )
-            for i in range(start, end)
+        prompt_ids = _encode(seq.prompt.token_ids) if self._shape.token_ids else b"null"
+        return (
+            self._head
+            + str(seq.index).encode()
+            + b',"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
+            + self._top(seq, 0, False)
+            + b',"prompt_token_ids":'
+            + prompt_ids
+            + b',"prompt_text":null}\n\n'
         )
 
-    def _token_logprobs(self, pieces: list[str], i: int) -> bytes:
-        if self._logprobs is None:
+    def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
+        folds = self._folds(seq, end)
+        stop = end - 1 if folds else end
+        pieces = seq.output_pieces
+        if self._plain and self._logprobs is None and seq.tool_calls is None:
+            if not seq.request.with_image:
+                head = self._head + str(seq.index).encode() + b',"delta":{"content":'
+                tail = self._plain_tail
+                parts = [head + json_str(pieces[i]) + tail for i in range(start, stop)]
+            else:
+                parts = [self._token_chunk(seq, i, False) for i in range(start, stop)]
+        else:
+            parts = [self._token_chunk(seq, i, False) for i in range(start, stop)]
+        if folds:
+            parts.append(self._token_chunk(seq, end - 1, True))
+        return b"".join(parts)
+
+    def _token_chunk(self, seq: Sequence, i: int, last: bool) -> bytes:
+        return self._choice_chunk(seq, self._delta(seq, i), self._token_logprobs(seq, i), i, last)
+
+    def _choice_chunk(
+        self, seq: Sequence, delta: bytes, logprobs: bytes, i: int, last: bool
+    ) -> bytes:
+        """One choice's chunk for its token `i` (-1: none); `last` adds its finish."""
+        ending = self._ending(seq, self._finish_reason(seq)) if last else b',"finish_reason":null'
+        token_ids = self._token_ids(seq, i) if i >= 0 else b'"token_ids":null'
+        return (
+            self._head
+            + str(seq.index).encode()
+            + b',"delta":'
+            + delta
+            + b',"logprobs":'
+            + logprobs
+            + ending
+            + b","
+            + token_ids
+            + b"}]"
+            + self._top(seq, i + 1 if i >= 0 else seq.emitted, last)
+            + b"}\n\n"
+        )
+
+    def _finish_reason(self, seq: Sequence) -> str | None:
+        return _finish_reason(seq, self._tool_mode)
+
+    def _delta(self, seq: Sequence, i: int) -> bytes:
+        piece = seq.output_pieces[i]
+        if seq.tool_calls is not None:
+            return _tool_call_delta(seq.tool_calls, i, piece)
+        if seq.request.with_image:
+            return _text_block_delta(piece)  # an omni answer streams its text as blocks
+        return b'{"content":' + json_str(piece) + b"}"
+
+    def _token_logprobs(self, seq: Sequence, i: int) -> bytes:
+        if self._logprobs is None or seq.tool_calls is not None:
             return b"null"
-        return b'{"content":[' + self._logprobs.entry(pieces[i], i) + b"]}"
+        return b'{"content":[' + self._logprobs.entry(seq.output_pieces[i], i) + b"]}"
 
     def finish(self, seq: Sequence) -> bytes:
-        done = self._chunk(seq, b"{}", b"null", json_str(seq.finish_reason or Finish.STOP))
+        """The finish of a choice no token chunk could carry: one refused before any
+        token, or an omni answer, whose image follows its text."""
+        if seq.index in self._folded:
+            return b""
+        done = self._choice_chunk(seq, b"{}", b"null", -1, True)
         if not seq.request.with_image:
             return done
-        image = self._chunk(seq, _IMAGE_DELTA, b"null", b"null")
+        image = self._choice_chunk(seq, _IMAGE_DELTA, b"null", -1, False)
         # The image chunk names its modality beside the choices, as omni servers do.
-        return image.replace(b'"usage":null}', b'"usage":null,"modality":"image"}', 1) + done
+        return image.replace(b"}\n\n", b',"modality":"image"}\n\n', 1) + done

@@ -8,12 +8,24 @@ import msgspec
 
 from vllm_sim.api.body import PARSE_ERROR_PREFIX
 from vllm_sim.api.context import ApiContext
-from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
-from vllm_sim.api.logprobs import CompletionLogprobs, check_logprobs_count
-from vllm_sim.api.streaming import OpenAIChunks, encoded_choices, json_str, openai_object
-from vllm_sim.engine.finish import Finish
+from vllm_sim.api.endpoint import (
+    Call,
+    Endpoint,
+    Options,
+    Plan,
+    SamplingFields,
+    answer_shape,
+)
+from vllm_sim.api.logprobs import CompletionLogprobs, check_logprobs_count, prompt_logprobs
+from vllm_sim.api.streaming import (
+    AnswerShape,
+    OpenAIChunks,
+    encoded_choices,
+    json_str,
+    openai_object,
+)
 from vllm_sim.engine.request import Prompt
-from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.engine.sequence import Sequence
 from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.errors import RequestError
 
@@ -22,9 +34,12 @@ PROMPT_FORMS = (
     "or an array of arrays of token ids"
 )
 _MAX_TOKEN_ID = 2**32 - 1
+# What vLLM generates for a completion that sets no max_tokens.
+DEFAULT_MAX_TOKENS = 16
+_encode = msgspec.json.encode
 
 
-class CompletionRequest(OpenAIBody, kw_only=True):
+class CompletionRequest(SamplingFields, kw_only=True):
     # One of four shapes msgspec cannot express as a union (it allows one array type in a
     # union), so parse_prompts checks it.
     prompt: Any = None
@@ -32,6 +47,7 @@ class CompletionRequest(OpenAIBody, kw_only=True):
     max_tokens: int | None = None
     cache_hit_threshold: float | None = None
     logprobs: int | None = None
+    echo: bool | None = None
 
 
 def _is_token_id(value: object) -> bool:
@@ -63,78 +79,172 @@ class CompletionsEndpoint(Endpoint[CompletionRequest]):
     decoder = msgspec.json.Decoder(CompletionRequest)
 
     def options(self, body: CompletionRequest) -> Options:
-        return Options.of(
-            body, body.max_tokens, "max_tokens", body.n, body.cache_hit_threshold, body.logprobs
+        max_tokens = DEFAULT_MAX_TOKENS if body.max_tokens is None else body.max_tokens
+        options = Options.of(
+            body, max_tokens, "max_tokens", body.n, body.cache_hit_threshold, body.logprobs
         )
+        options.echo = bool(body.echo)
+        return options.sample(body)
 
     def plan(self, ctx: ApiContext, body: CompletionRequest) -> Plan:
         check_logprobs_count(body.logprobs, "logprobs")
         return Plan(parse_prompts(body.prompt, ctx.tokenizer))
 
     def chunks(self, call: Call[CompletionRequest]) -> CompletionChunks:
-        usage = call.options.include_usage
-        return CompletionChunks(
-            call.stream, f"cmpl-{call.request_id}", call.model, _top(call), usage
-        )
+        return CompletionChunks(call, answer_shape(call, "cmpl-"))
 
     def answer(self, call: Call[CompletionRequest]) -> dict[str, Any]:
-        return _completion(call.stream, f"cmpl-{call.request_id}", call.model, _top(call))
+        shape = answer_shape(call, "cmpl-")
+        how = ChoiceShape(call, shape)
+        stream = call.stream
+        answer = openai_object(
+            stream, shape, "text_completion", encoded_choices(stream, _choice, how)
+        )
+        answer["kv_transfer_params"] = None
+        answer["ec_transfer_params"] = None
+        answer["metrics"] = None
+        return answer
 
 
-def _top(call: Call[CompletionRequest]) -> int:
-    logprobs = call.body.logprobs
-    return logprobs if logprobs is not None else -1
+class ChoiceShape:
+    """How each choice of a request is written: its logprobs, the echoed prompt, ids."""
+
+    def __init__(self, call: Call[CompletionRequest], shape: AnswerShape) -> None:
+        top = call.body.logprobs
+        self.logprobs = CompletionLogprobs(top) if top is not None else None
+        self.echo = call.options.echo
+        self.token_ids = shape.token_ids
+        self.prompt_logprobs = call.options.prompt_logprobs
+        self.tokenizer = call.ctx.tokenizer
+
+    def prompt_text(self, prompt: Prompt) -> str:
+        if prompt.echo_text is not None:
+            return prompt.echo_text
+        return self.tokenizer.decode(prompt.token_ids)
+
+    def prompt_pieces(self, prompt: Prompt) -> list[str]:
+        if prompt.echo_text is not None:
+            return self.tokenizer.tokenize(prompt.echo_text)[1]
+        return [self.tokenizer.piece(token) for token in prompt.token_ids]
 
 
-def _completion(stream: RequestStream, rid: str, model: str, top: int) -> dict[str, Any]:
-    logprobs = CompletionLogprobs(top) if top >= 0 else None
-    choices = encoded_choices(stream, _choice, logprobs)
-    return openai_object(stream, rid, "text_completion", model, choices)
-
-
-def _choice(seq: Sequence, logprobs: CompletionLogprobs | None) -> dict[str, Any]:
+def _choice(seq: Sequence, how: ChoiceShape) -> dict[str, Any]:
     pieces = seq.output_pieces
+    prompt = seq.prompt
+    text = "".join(pieces)
+    if how.echo:
+        text = how.prompt_text(prompt) + text
     return {
         "index": seq.index,
-        "text": "".join(pieces),
-        "logprobs": logprobs.of(pieces, 0, 0) if logprobs is not None else None,
+        "text": text,
+        "logprobs": _logprobs(seq, how),
         "finish_reason": seq.finish_reason,
+        "stop_reason": seq.stop_reason,
+        "token_ids": seq.output_ids if how.token_ids else None,
+        "prompt_logprobs": prompt_logprobs(
+            prompt.token_ids, how.prompt_logprobs, how.tokenizer.piece
+        ),
+        "prompt_token_ids": prompt.token_ids if how.token_ids else None,
+        "routed_experts": None,
     }
 
 
+def _logprobs(seq: Sequence, how: ChoiceShape) -> dict[str, Any] | None:
+    """The choice's logprobs; with echo, the prompt's come first (nothing predicts the
+    first prompt token, so its logprob is null)."""
+    encoder = how.logprobs
+    if encoder is None:
+        return None
+    if not how.echo:
+        return encoder.of(seq.output_pieces, 0, 0)
+    prompt_pieces = how.prompt_pieces(seq.prompt)
+    echoed = encoder.of(prompt_pieces, 0, 0)
+    if prompt_pieces:
+        echoed["token_logprobs"][0] = None
+        echoed["top_logprobs"][0] = None
+    offset = sum(map(len, prompt_pieces))
+    output = encoder.of(seq.output_pieces, len(prompt_pieces), offset)
+    return {key: echoed[key] + output[key] for key in echoed}
+
+
 class CompletionChunks(OpenAIChunks):
-    """Text completion chunks: no role chunk, one token per chunk, a finish chunk."""
+    """Text completion chunks: no role chunk, one chunk per token, the last carrying the
+    finish; an echo leads the first chunk of each choice."""
 
     OBJECT = "text_completion"
-    BODY_KEY = b'"text"'
 
-    def __init__(
-        self, stream: RequestStream, rid: str, model: str, top: int, include_usage: bool
-    ) -> None:
-        super().__init__(stream, rid, model, top, include_usage)
+    def __init__(self, call: Call[CompletionRequest], shape: AnswerShape) -> None:
+        super().__init__(call.stream, shape)
+        self._how = ChoiceShape(call, shape)
         self._offsets: dict[int, int] = {}
-        self._logprobs = CompletionLogprobs(top) if top >= 0 else None
+        self._started: set[int] = set()  # choices whose first chunk was sent
+        self._plain_tail = (
+            b',"logprobs":null,"finish_reason":null,"stop_reason":null,'
+            b'"prompt_token_ids":null,"token_ids":null}]}\n\n'
+        )
 
     def opening(self, seq: Sequence) -> bytes:
         return b""
 
     def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
-        pieces = seq.output_pieces
-        encoder = self._logprobs
-        if encoder is None:
-            return b"".join(
-                self._chunk(seq, json_str(pieces[i]), b"null", b"null") for i in range(start, end)
-            )
+        folds = self._folds(seq, end)
+        stop = end - 1 if folds else end
         parts = []
-        offset = self._offsets.get(seq.index, 0)
-        for i in range(start, end):
-            logprobs = encoder.of([pieces[i]], i, offset)
-            offset += len(pieces[i].encode())
-            parts.append(
-                self._chunk(seq, json_str(pieces[i]), msgspec.json.encode(logprobs), b"null")
-            )
-        self._offsets[seq.index] = offset
+        if self._plain and self._how.logprobs is None and not self._how.echo:
+            head = self._head + str(seq.index).encode() + b',"text":'
+            tail = self._plain_tail
+            pieces = seq.output_pieces
+            parts = [head + json_str(pieces[i]) + tail for i in range(start, stop)]
+        else:
+            parts = [self._chunk(seq, i, False) for i in range(start, stop)]
+        if folds:
+            parts.append(self._chunk(seq, end - 1, True))
         return b"".join(parts)
 
+    def _chunk(self, seq: Sequence, i: int, last: bool) -> bytes:
+        """The chunk of token `i` (-1: a finish with no token); `last` adds the finish."""
+        text = seq.output_pieces[i] if i >= 0 else ""
+        first = seq.index not in self._started
+        self._started.add(seq.index)
+        if first and self._how.echo:
+            text = self._how.prompt_text(seq.prompt) + text
+        ending = (
+            self._ending(seq, seq.finish_reason)
+            if last
+            else b',"finish_reason":null,"stop_reason":null'
+        )
+        prompt_ids = b"null"
+        if first and self._shape.token_ids:
+            prompt_ids = _encode(seq.prompt.token_ids)
+        token_ids = self._token_ids(seq, i) if i >= 0 else b'"token_ids":null'
+        return (
+            self._head
+            + str(seq.index).encode()
+            + b',"text":'
+            + json_str(text)
+            + b',"logprobs":'
+            + self._token_logprobs(seq, i)
+            + ending
+            + b',"prompt_token_ids":'
+            + prompt_ids
+            + b","
+            + token_ids
+            + b"}]"
+            + self._top(seq, i + 1 if i >= 0 else seq.emitted, last)
+            + b"}\n\n"
+        )
+
+    def _token_logprobs(self, seq: Sequence, i: int) -> bytes:
+        encoder = self._how.logprobs
+        if encoder is None or i < 0:
+            return b"null"
+        offset = self._offsets.get(seq.index, 0)
+        piece = seq.output_pieces[i]
+        self._offsets[seq.index] = offset + len(piece)
+        return _encode(encoder.of([piece], i, offset))
+
     def finish(self, seq: Sequence) -> bytes:
-        return self._chunk(seq, b'""', b"null", json_str(seq.finish_reason or Finish.STOP))
+        """The finish of a choice with no token to carry it (max_tokens 0, a refusal)."""
+        if seq.index in self._folded:
+            return b""
+        return self._chunk(seq, -1, True)

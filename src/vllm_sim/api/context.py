@@ -30,7 +30,8 @@ MAX_REQUEST_ID_LENGTH = 256
 
 
 class RequestIds:
-    """Request ids as the reference makes them: uuid5 of "<seed>-<port>-<counter>".
+    """Request ids in vLLM's form (32 hex characters), reproducible as the reference's
+    are: the hex of uuid5 of "<seed>-<port>-<counter>".
 
     Computed from one SHA-1 per id rather than through uuid.uuid5, which costs several
     times more on the request path; a test checks both agree.
@@ -47,8 +48,7 @@ class RequestIds:
         self._counter += 1
         digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
         digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
-        h = digest[:16].hex()
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        return digest[:16].hex()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,8 @@ class ServingSettings:
     skip_tool_validation: bool = False
     default_embedding_dimensions: int = 384
     echo_request_id: bool = False  # --enable-request-id-headers
+    prompt_tokens_details: bool = False  # --enable-prompt-tokens-details
+    system_fingerprint: str = ""
     pod_headers: tuple[tuple[bytes, bytes], ...] = ()
 
     @property
@@ -118,10 +120,11 @@ class ApiContext:
         raise RequestError(404, f"The model `{name}` does not exist.", param="model")
 
     def request_id(self, request: HttpRequest) -> str:
-        """The request's id, made once: the client's X-Request-Id if echoed, else a new one."""
+        """The request's id, made once: the client's X-Request-Id if it sent one (as vLLM
+        does: P/D proxies send both legs of a request under one id), else a new one."""
         if request.request_id is not None:
             return request.request_id
-        given = request.header(b"x-request-id") if self._echo_request_id else None
+        given = request.header(b"x-request-id")
         if given is not None and len(given) > MAX_REQUEST_ID_LENGTH:
             request.request_id = self.request_ids.next()  # what the refusal is answered under
             message = f"X-Request-Id is longer than {MAX_REQUEST_ID_LENGTH} characters"

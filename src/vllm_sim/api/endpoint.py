@@ -16,8 +16,9 @@ import msgspec
 
 from vllm_sim.api.capabilities import Capabilities
 from vllm_sim.api.context import ApiContext
-from vllm_sim.api.streaming import ChunkEncoder
+from vllm_sim.api.streaming import AnswerShape, ChunkEncoder
 from vllm_sim.api.transfer import KvTransferParams
+from vllm_sim.engine.generation.stops import StopRules
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream
@@ -38,6 +39,7 @@ class StreamOptions(msgspec.Struct):
     """OpenAI's `stream_options`."""
 
     include_usage: bool | None = None
+    continuous_usage_stats: bool | None = None
 
 
 class OpenAIBody(msgspec.Struct, kw_only=True):
@@ -49,6 +51,19 @@ class OpenAIBody(msgspec.Struct, kw_only=True):
     stream_options: StreamOptions | None = None
     ignore_eos: bool | None = None
     kv_transfer_params: KvTransferParams | None = None
+
+
+class SamplingFields(OpenAIBody, kw_only=True):
+    """An OpenAI-style body with vLLM's sampling parameters that change the answer."""
+
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    include_stop_str_in_output: bool | None = None
+    min_tokens: int | None = None
+    seed: int | None = None
+    temperature: float | None = None
+    return_token_ids: bool | None = None
+    prompt_logprobs: int | None = None
 
 
 @dataclass(slots=True)
@@ -64,6 +79,13 @@ class Options:
     transfer: KvTransferParams | None = None
     cache_hit_threshold: float | None = None
     logprobs: int | None = None  # alternatives listed per token; None: no logprobs
+    continuous_usage: bool = False  # stream_options.continuous_usage_stats
+    stops: StopRules | None = None
+    seed: int | None = None
+    greedy: bool = False  # temperature 0
+    token_ids: bool = False  # return_token_ids
+    prompt_logprobs: int | None = None
+    echo: bool = False  # completions: the prompt leads the answer (max_tokens 0 allowed)
 
     @classmethod
     def of(
@@ -78,6 +100,7 @@ class Options:
         """The knobs of an OpenAI-style body, whose shared fields have the same names."""
         stream_options = body.stream_options
         usage = stream_options is not None and bool(stream_options.include_usage)
+        continuous = usage and bool(stream_options and stream_options.continuous_usage_stats)
         # Positional: this runs on every request, and keywords cost more.
         return cls(
             max_tokens,
@@ -89,7 +112,24 @@ class Options:
             body.kv_transfer_params,
             cache_hit_threshold,
             logprobs,
+            continuous,
         )
+
+    def sample(self, body: SamplingFields) -> Options:
+        """These options with the sampling parameters that change the answer."""
+        stop = body.stop
+        strings = (stop,) if isinstance(stop, str) else tuple(stop or ())
+        strings = tuple(text for text in strings if text)  # "" would stop before anything
+        ids = frozenset(body.stop_token_ids or ())
+        if strings or ids or body.min_tokens:
+            self.stops = StopRules(
+                strings, ids, bool(body.include_stop_str_in_output), body.min_tokens or 0
+            )
+        self.seed = body.seed
+        self.greedy = body.temperature == 0
+        self.token_ids = bool(body.return_token_ids)
+        self.prompt_logprobs = body.prompt_logprobs
+        return self
 
 
 @dataclass(slots=True)
@@ -111,6 +151,21 @@ class Call(Generic[B]):
     body: B
     options: Options
     stream: RequestStream
+
+
+def answer_shape(call: Call[Any], prefix: str) -> AnswerShape:
+    """What a chat or completion answer carries beside its choices; its id is `prefix`
+    and the request id."""
+    options, settings = call.options, call.ctx.settings
+    return AnswerShape(
+        prefix + call.request_id,
+        call.model,
+        options.include_usage,
+        options.continuous_usage,
+        options.token_ids,
+        settings.system_fingerprint,
+        settings.prompt_tokens_details,
+    )
 
 
 class Endpoint(Generic[B]):

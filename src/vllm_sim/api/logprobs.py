@@ -9,7 +9,8 @@ instead, which is what made large logprob answers block the server.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 
@@ -98,16 +99,39 @@ class CompletionLogprobs:
             self._memo[key] = encoded
         return encoded
 
-    def of(self, pieces: Sequence[str], start: int, offset: int) -> dict[str, object]:
+    def of(self, pieces: Sequence[str], start: int, offset: int) -> dict[str, list[Any]]:
         """The logprobs of `pieces`, the first at position `start` and text offset `offset`."""
         offsets = []
         for piece in pieces:
             offsets.append(offset)
-            offset += len(piece.encode())
+            offset += len(piece)  # in characters, as vLLM counts them
         top_map = self._top_map
         return {
-            "tokens": pieces,
+            "tokens": list(pieces),
             "token_logprobs": [token_logprob(start + i) for i in range(len(pieces))],
             "top_logprobs": [top_map(p, start + i) for i, p in enumerate(pieces)],
             "text_offset": offsets,
         }
+
+
+def prompt_logprobs(
+    ids: Sequence[int], count: int | None, piece: Callable[[int], str]
+) -> list[dict[str, dict[str, object]] | None] | None:
+    """vLLM's `prompt_logprobs`: None for the first token (nothing predicts it), then per
+    prompt token a map from token id to logprob, rank and text, the prompt's own token
+    first (rank 1) and `count - 1` alternatives after it. None when not asked for."""
+    if count is None:
+        return None
+    listed: list[dict[str, dict[str, object]] | None] = [None]
+    for position in range(1, len(ids)):
+        token = ids[position]
+        text = piece(token)
+        entries: dict[str, dict[str, object]] = {}
+        for rank, (alternative, value) in enumerate(
+            top_alternatives(text, position, max(count, 1)), 1
+        ):
+            # Alternatives are no real tokens: each gets an id of its own beside the token's.
+            token_id = token if rank == 1 else (token * 31 + rank) & 0xFFFFFFFF
+            entries[str(token_id)] = {"logprob": value, "rank": rank, "decoded_token": alternative}
+        listed.append(entries)
+    return listed

@@ -111,7 +111,7 @@ def check_options(options: Options) -> None:
     if options.n is not None and options.n < 1:
         raise RequestError(400, "n must be at least 1", param="n")
     max_tokens = options.max_tokens
-    if max_tokens is not None and max_tokens <= 0:
+    if max_tokens is not None and max_tokens <= 0 and not (max_tokens == 0 and options.echo):
         raise RequestError(
             400, "Max completion tokens and max tokens should be positive", options.max_tokens_field
         )
@@ -154,6 +154,10 @@ def _generation_request(
         force_cache_threshold=features.threshold_header and cache_threshold_forced(request),
         max_tokens_field=options.max_tokens_field,
         logprobs=options.logprobs,
+        stops=options.stops,
+        seed=options.seed,
+        greedy=options.greedy,
+        prompt_logprobs=options.prompt_logprobs,
     )
 
 

@@ -386,6 +386,7 @@ class ResponseEvents:
                 },
             )
             for i in range(start, end)
+            if pieces[i]  # the end-of-sequence token has no text: no delta for it
         )
 
     def finish(self, seq: Sequence) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -11,6 +12,7 @@ import msgspec
 from vllm_sim.api.errors import as_request_error
 from vllm_sim.api.usage import usage_of
 from vllm_sim.engine.errors import RequestAborted
+from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import BodyWriter, HttpRequest, error_body
@@ -48,54 +50,106 @@ class OpenAIStreamErrors:
         return error_event(error)
 
 
+@dataclass(frozen=True, slots=True)
+class AnswerShape:
+    """What a chat or completion answer carries beside its tokens, fixed per request."""
+
+    rid: str
+    model: str
+    include_usage: bool = False  # stream_options.include_usage: a usage chunk at the end
+    continuous_usage: bool = False  # ...and continuous_usage_stats: usage on every chunk
+    token_ids: bool = False  # return_token_ids: the tokens' ids, and the prompt's
+    fingerprint: str = ""  # system_fingerprint, on the answer or the stream's last chunk
+    details: bool = False  # --enable-prompt-tokens-details
+
+
 class OpenAIChunks(OpenAIStreamErrors):
     """What chat and completion chunks share: one choice per chunk, spliced from bytes
-    precomputed per request around each token, then the usage chunk and [DONE]."""
+    precomputed per request around each token; the last token's chunk carries the finish
+    (vLLM sends no chunk of its own for it); then the usage chunk and [DONE]."""
 
     OBJECT = ""  # the chunks' `object`
-    BODY_KEY = b""  # the key of a chunk's payload: `"delta"` or `"text"`
 
-    def __init__(
-        self, stream: RequestStream, rid: str, model: str, top: int, include_usage: bool
-    ) -> None:
-        self._rid = rid
-        self._model = model
+    def __init__(self, stream: RequestStream, shape: AnswerShape) -> None:
+        self._stream = stream
+        self._shape = shape
         self._created = int(stream.request.arrival_time)
-        self._top = top
-        self._include_usage = include_usage
+        self._unfinished = len(stream.sequences)
+        self._folded: set[int] = set()  # choices whose finish rode on a token chunk
         self._head = (
             b'data: {"id":'
-            + json_str(rid)
+            + json_str(shape.rid)
             + b',"object":'
             + json_str(self.OBJECT)
             + b',"created":'
             + str(self._created).encode()
             + b',"model":'
-            + json_str(model)
+            + json_str(shape.model)
             + b',"choices":[{"index":'
         )
+        self._fingerprint = b',"system_fingerprint":' + json_str(shape.fingerprint)
+        self._plain = not (shape.continuous_usage or shape.token_ids)
 
-    def _chunk(self, seq: Sequence, body: bytes, logprobs: bytes, finish: bytes) -> bytes:
+    def _folds(self, seq: Sequence, end: int) -> bool:
+        """Whether the token chunk ending at `end` carries the finish: it is the last token
+        of a choice that has ended (an omni choice ends with its image chunk instead)."""
+        if end != len(seq.output_ids) or not seq.finished or seq.request.with_image:
+            return False
+        self._folded.add(seq.index)
+        return True
+
+    @staticmethod
+    def _ending(seq: Sequence, finish_reason: str | None) -> bytes:
+        """The finish keys of a choice's last chunk: finish_reason and stop_reason."""
+        reason = seq.stop_reason
+        stop = b"null" if reason is None else _encode(reason)
         return (
-            self._head
-            + str(seq.index).encode()
-            + b","
-            + self.BODY_KEY
-            + b":"
-            + body
-            + b',"logprobs":'
-            + logprobs
-            + b',"finish_reason":'
-            + finish
-            + b'}],"usage":null}\n\n'
+            b',"finish_reason":'
+            + json_str(finish_reason or Finish.STOP)
+            + b',"stop_reason":'
+            + stop
         )
 
+    def _top(self, seq: Sequence, completion_tokens: int, last: bool) -> bytes:
+        """The keys after `choices`: running usage, and the fingerprint on the last chunk."""
+        extra = b""
+        if self._shape.continuous_usage:
+            extra = b',"usage":' + _encode(running_usage(seq, completion_tokens))
+        if last:
+            self._unfinished -= 1
+            if self._unfinished == 0 and not self._shape.include_usage:
+                extra += self._fingerprint
+        return extra
+
+    def _token_ids(self, seq: Sequence, i: int) -> bytes:
+        if not self._shape.token_ids:
+            return b'"token_ids":null'
+        return b'"token_ids":[' + str(seq.output_ids[i]).encode() + b"]"
+
     def closing(self, stream: RequestStream) -> bytes:
-        """The optional usage chunk (no choices), then [DONE]."""
-        if not self._include_usage:
+        """The optional usage chunk (no choices, carrying the fingerprint), then [DONE]."""
+        if not self._shape.include_usage:
             return b"data: [DONE]\n\n"
-        chunk = openai_object(stream, self._rid, self.OBJECT, self._model, [])
+        chunk = {
+            "id": self._shape.rid,
+            "object": self.OBJECT,
+            "created": self._created,
+            "model": self._shape.model,
+            "choices": [],
+            "usage": usage_of(stream.sequences).stream_json(self._shape.details),
+            "system_fingerprint": self._shape.fingerprint,
+        }
         return b"data: " + _encode(chunk) + b"\n\ndata: [DONE]\n\n"
+
+
+def running_usage(seq: Sequence, completion_tokens: int) -> dict[str, int]:
+    """The usage a chunk carries with continuous_usage_stats: its choice's tokens so far."""
+    prompt = seq.prompt_tokens
+    return {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion_tokens,
+        "completion_tokens": completion_tokens,
+    }
 
 
 def named_event(name: str, payload: object) -> bytes:
@@ -215,14 +269,16 @@ def encoded_choices(
 
 
 def openai_object(
-    stream: RequestStream, rid: str, obj: str, model: str, choices: list[Any]
+    stream: RequestStream, shape: AnswerShape, obj: str, choices: list[Any]
 ) -> dict[str, Any]:
-    """A chat or text completion (or their final usage chunk) with the request's usage."""
+    """The keys a chat or text completion starts with, as vLLM sends them."""
     return {
-        "id": rid,
+        "id": shape.rid,
         "object": obj,
         "created": int(stream.request.arrival_time),
-        "model": model,
+        "model": shape.model,
         "choices": choices,
-        "usage": usage_of(stream.sequences).openai_json(),
+        "service_tier": None,
+        "system_fingerprint": shape.fingerprint,
+        "usage": usage_of(stream.sequences).openai_json(shape.details),
     }

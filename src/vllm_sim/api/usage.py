@@ -18,16 +18,29 @@ class Usage:
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def openai_json(self) -> dict[str, object]:
-        """The `usage` object of chat and completions responses."""
+    def openai_json(self, details: bool = False) -> dict[str, object]:
+        """The `usage` object of chat and completions answers, in vLLM's key order. vLLM
+        reports prompt token details only when asked to (--enable-prompt-tokens-details)
+        and some were cached; its completion token details are always null."""
+        cached = self.cached_tokens
         return {
             "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
-            "prompt_tokens_details": None
-            if self.cached_tokens is None
-            else {"cached_tokens": self.cached_tokens},
+            "completion_tokens": self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached} if details and cached else None,
+            "completion_tokens_details": None,
         }
+
+    def stream_json(self, details: bool = False) -> dict[str, object]:
+        """The usage chunk's: the same without its null details."""
+        usage: dict[str, object] = {
+            "prompt_tokens": self.prompt_tokens,
+            "total_tokens": self.total_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+        if details and self.cached_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
 
 
 def usage_of(sequences: list[Sequence]) -> Usage:

@@ -308,6 +308,8 @@ SETTINGS: tuple[Setting, ...] = (
          rules=(NN("max request output tokens cannot be less than 0"),
                 r.at_most(10**12, "max request output tokens cannot be more than 10^12"))),
     flag("enable-request-id-headers", BOOL, False, S, "Echo X-Request-Id in responses"),
+    flag("enable-prompt-tokens-details", BOOL, False, S,
+         "Report cached prompt tokens in usage.prompt_tokens_details (vLLM's flag)"),
     flag("log-http", BOOL, False, S, "Log every HTTP request"),
     flag("host", STRING, "0.0.0.0", S, "Address to bind (e.g. 127.0.0.1 for this machine only)"),
     secret("api-key", STRINGS, (),

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from .fake_metrics import FakeMetrics
 
+# The vLLM release whose answers the simulator gives (its /version, system_fingerprint).
+VLLM_VERSION = "0.32.0"
+
 
 @dataclass(frozen=True, slots=True)
 class LoraModule:
@@ -28,6 +31,7 @@ class Config:
     max_request_body_size_mb: int
     max_request_output_tokens: int
     enable_request_id_headers: bool
+    enable_prompt_tokens_details: bool
     log_http: bool
     disable_log_stats: bool
     startup_duration: int

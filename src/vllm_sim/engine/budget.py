@@ -26,18 +26,23 @@ def check_request(request: GenerationRequest, limit: int, max_model_len: int) ->
     if not limit:
         return
     asked = request.max_tokens
+    listed = request.prompt_logprobs
     if (
         asked is not None
         and request.logprobs is None
+        and listed is None
         and request.n * len(request.prompts) * asked <= limit
     ):
         return  # the common case, decided without a walk over the prompts
-    tokens = 0
+    tokens = prompt_entries = 0
     for prompt in request.prompts:
         room = max(max_model_len - len(prompt.token_ids), 0)
         tokens += min(room, UNSET_MAX_TOKENS_GUESS if asked is None else asked)
+        prompt_entries += len(prompt.token_ids)
     per_token = 1 + (request.logprobs or 0)  # a token, and each alternative listed
     total = request.n * tokens * per_token
+    if listed is not None:  # each prompt token with its alternatives, once per prompt
+        total += prompt_entries * max(listed, 1)
     if total > limit:
         raise EngineError(
             Refusal.INVALID,

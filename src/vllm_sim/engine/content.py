@@ -12,6 +12,7 @@ from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.echo import echo_token_ids, echo_tokens
 from vllm_sim.engine.generation.lengths import response_length
 from vllm_sim.engine.generation.sentences import SentenceBank
+from vllm_sim.engine.generation.stops import cut_text, find_stop
 from vllm_sim.engine.generation.toolcalls import TOOL_CALL_OVERHEAD, ToolPlan, make_tool_calls
 from vllm_sim.engine.request import JsonPlan
 from vllm_sim.engine.tokenizer import Tokenizer
@@ -63,19 +64,62 @@ class ContentSource:
             return
         if request.tools is not None and self._tool_calls(seq, request.tools):
             return
+        if request.max_tokens == 0:  # a completions echo of the prompt alone
+            seq.finish_reason = Finish.LENGTH
+            return
+        rng = self._rng_of(seq)
         if request.json_output is not None:
-            self._json(seq, request.json_output, max_model_len)
-            return
-        if self.mode == ECHO:
+            self._json(seq, request.json_output, max_model_len, rng)
+        elif self.mode == ECHO:
             self._echo(seq)
-            return
+        else:
+            self._random(seq, max_model_len, rng)
+        self._end(seq)
+
+    def _rng_of(self, seq: Sequence) -> random.Random:
+        """A seeded request draws from its own generator, so the same seed gives the same
+        answer; a greedy one (temperature 0) from one seeded by its prompt, so that the
+        same prompt gives the same answer in every choice, as a model's argmax does."""
+        request = seq.request
+        if request.seed is not None:
+            if request.rng is None:
+                request.rng = random.Random(request.seed)
+            return request.rng
+        if request.greedy:
+            return random.Random(hash(tuple(seq.prompt.token_ids)))
+        return self._rng
+
+    def _random(self, seq: Sequence, max_model_len: int, rng: random.Random) -> None:
+        request = seq.request
         limit = max_model_len - seq.prompt_tokens
         length = response_length(
-            self._rng, max_tokens=request.max_tokens, limit=limit, ignore_eos=request.ignore_eos
+            rng, max_tokens=request.max_tokens, limit=limit, ignore_eos=request.ignore_eos
         )
-        seq.output_ids, seq.output_pieces = self._bank.generate(self._rng, length)
         max_len = request.max_tokens if request.max_tokens is not None else limit
+        if request.stops is not None:  # the end of sequence is held back until min_tokens
+            length = min(max(length, request.stops.min_tokens), max_len)
+        seq.output_ids, seq.output_pieces = self._bank.generate(rng, length)
         seq.finish_reason = Finish.LENGTH if length >= max_len else Finish.STOP
+
+    def _end(self, seq: Sequence) -> None:
+        """Ends the output where a stop condition hits first; an answer the model ended by
+        itself ends with its end-of-sequence token, one more step with no text, as in vLLM
+        (where it also counts as a completion token)."""
+        stops = seq.request.stops
+        if stops is not None and stops.active:
+            hit = find_stop(seq.output_ids, seq.output_pieces, stops)
+            if hit is not None:
+                kept = hit.token + 1
+                seq.output_ids = seq.output_ids[:kept]
+                seq.output_pieces = seq.output_pieces[:kept]
+                if hit.text_end is not None:
+                    seq.output_pieces = cut_text(seq.output_pieces, hit.text_end)
+                seq.finish_reason = Finish.STOP
+                seq.stop_reason = hit.reason
+                return
+        if seq.finish_reason == Finish.STOP:
+            seq.output_ids.append(self.tokenizer.eos_token_id)
+            seq.output_pieces.append("")
 
     def _placeholder_output(self, seq: Sequence) -> None:
         """An encoder-only node produces no text: `max_tokens` copies of `!`, cut by length."""
@@ -109,21 +153,23 @@ class ContentSource:
         return True
 
     def _arguments(self, schema: Mapping[str, Any], name: str) -> str:
-        return arguments_json(self._synthesize(schema, f"tool '{name}'", "tools"))
+        return arguments_json(self._synthesize(schema, f"tool '{name}'", "tools", self._rng))
 
-    def _json(self, seq: Sequence, plan: JsonPlan, max_model_len: int) -> None:
-        value = self._synthesize(plan.schema or _ANY_OBJECT, "response_format", "response_format")
+    def _json(self, seq: Sequence, plan: JsonPlan, max_model_len: int, rng: random.Random) -> None:
+        schema = plan.schema or _ANY_OBJECT
+        value = self._synthesize(schema, "response_format", "response_format", rng)
         ids, pieces = self.tokenizer.tokenize(arguments_json(value))
         limit = seq.request.max_tokens or max_model_len - seq.prompt_tokens
-        # Like a real model, a JSON answer that does not fit is cut off, mid-value.
-        seq.finish_reason = Finish.LENGTH if len(ids) > limit else Finish.STOP
+        # Like a real model, a JSON answer that does not fit is cut off, mid-value; one
+        # that fills the limit exactly has no room left for its end-of-sequence token.
+        seq.finish_reason = Finish.LENGTH if len(ids) >= limit else Finish.STOP
         seq.output_ids, seq.output_pieces = ids[:limit], pieces[:limit]
 
-    def _synthesize(self, schema: object, what: str, param: str) -> object:
+    def _synthesize(self, schema: object, what: str, param: str, rng: random.Random) -> object:
         if not isinstance(schema, dict):
             raise EngineError(Refusal.INVALID, f"{what}: the schema must be an object", param)
         try:
-            return synthesize(self._rng, schema, self.synthesis)
+            return synthesize(rng, schema, self.synthesis)
         except SynthesisError as error:
             message = f"cannot generate a value for {what}: {error}"
             raise EngineError(Refusal.INVALID, message, param) from None

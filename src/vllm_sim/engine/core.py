@@ -242,16 +242,29 @@ class Engine:
         return Sequence(self._next_uid, request, stream, p_index, index, now, self.latency)
 
     def _check_context(self, request: GenerationRequest, prompt_tokens: int) -> None:
-        completion = request.max_tokens if request.max_tokens is not None else 1
+        """vLLM's two refusals, in its words: more output than the context holds, or a
+        prompt that leaves too little room for the output asked for (or for one token)."""
         limit = self.limits.max_model_len
-        total = prompt_tokens + completion
-        if total > limit:
+        asked = request.max_tokens
+        if asked is not None and asked > limit:
+            raise EngineError(
+                Refusal.INVALID,
+                f"max_tokens={asked} cannot be greater than max_model_len={limit}. Please "
+                f"request fewer output tokens. (parameter=max_tokens, value={asked})",
+                param="max_tokens",
+            )
+        output = asked or 0
+        if prompt_tokens + max(output, 1) > limit:
+            # vLLM counts a prompt only until it overflows, hence "at least".
+            counted = limit - output + 1
             raise EngineError(
                 Refusal.INVALID,
                 f"This model's maximum context length is {limit} tokens. However, you "
-                f"requested {total} tokens ({prompt_tokens} in the messages, {completion} in "
-                "the completion). Please reduce the length of the messages or completion",
-                param=request.max_tokens_field if request.max_tokens is not None else None,
+                f"requested {output} output tokens and your prompt contains at least "
+                f"{counted} input tokens, for a total of at least {limit + 1} tokens. "
+                "Please reduce the length of the input prompt or the number of requested "
+                f"output tokens. (parameter=input_tokens, value={counted})",
+                param="input_tokens",
             )
 
     def _admit(self) -> None:

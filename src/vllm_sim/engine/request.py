@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from vllm_sim.engine.generation.stops import StopRules
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 
 
@@ -57,4 +59,8 @@ class GenerationRequest:
     # Param named in a context-length error (the field that carried max_tokens, if any).
     max_tokens_field: str = "max_tokens"
     logprobs: int | None = None  # alternatives the answer lists per token; None: no logprobs
-    extra: dict[str, object] = field(default_factory=dict)
+    stops: StopRules | None = None
+    prompt_logprobs: int | None = None  # alternatives listed per prompt token
+    seed: int | None = None  # the same seed, the same answer (choices differ among them)
+    greedy: bool = False  # temperature 0: the same prompt, the same answer, in every choice
+    rng: random.Random | None = None  # the seeded generator, made at the first choice

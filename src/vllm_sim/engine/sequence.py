@@ -43,6 +43,7 @@ class Sequence:
         "request",
         "sent",
         "state",
+        "stop_reason",
         "stream",
         "t_enqueued",
         "t_finished",
@@ -77,6 +78,7 @@ class Sequence:
         self.emitted = 0  # tokens released to the client so far
         self.sent = 0  # tokens the protocol encoder has already written
         self.finish_reason: FinishReason | None = None
+        self.stop_reason: str | int | None = None  # the stop string or token that ended it
         self.cached_tokens = 0
         self.tool_calls: list[ToolCallOutput] | None = None
         # Token indices that open a later tool call: they follow without a decode step.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import time
 from collections.abc import Callable, Coroutine
@@ -16,6 +17,7 @@ from vllm_sim.api.health import Readiness
 from vllm_sim.api.omni import ImageEmission
 from vllm_sim.api.routes import Access, build_routes
 from vllm_sim.config import Config, FakeMetrics, project
+from vllm_sim.config.model import VLLM_VERSION
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.kvcache.cache import BlockCache
@@ -62,8 +64,23 @@ def serving_settings(cfg: Config, port: int) -> ServingSettings:
         "base_model": "model",
         "kv_enabled": "enable_kvcache",
         "echo_request_id": "enable_request_id_headers",
+        "prompt_tokens_details": "enable_prompt_tokens_details",
     }
-    return project(ServingSettings, cfg, renamed, pod_headers=pod_headers(cfg, port))
+    return project(
+        ServingSettings,
+        cfg,
+        renamed,
+        pod_headers=pod_headers(cfg, port),
+        system_fingerprint=system_fingerprint(cfg),
+    )
+
+
+def system_fingerprint(cfg: Config) -> str:
+    """vLLM's `vllm-<version>-<hash of the serving configuration>`: the same for every
+    answer of a server, different when the model or its limits change."""
+    served = f"{cfg.model}|{cfg.served_model_name}|{cfg.max_model_len}|{cfg.seed}"
+    digest = hashlib.sha256(served.encode()).hexdigest()
+    return f"vllm-{VLLM_VERSION}-{digest[:8]}"
 
 
 def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:

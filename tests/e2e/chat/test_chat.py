@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.http import (
     CHAT,
-    UUID_RE,
+    REQUEST_ID_RE,
     ascii_tokens,
     chat_body,
     is_bank_text,
@@ -31,7 +31,7 @@ def test_envelope(http: httpx.Client, sim: SimServer) -> None:
     reply = _chat(http, chat_body("Hello", model=sim.model, max_tokens=5))
     after = int(time.time())
     assert set(reply) >= {"id", "object", "created", "model", "choices", "usage"}
-    assert re.fullmatch(f"chatcmpl-{UUID_RE}", reply["id"]), reply["id"]
+    assert re.fullmatch(f"chatcmpl-{REQUEST_ID_RE}", reply["id"]), reply["id"]
     assert reply["object"] == "chat.completion"
     assert before <= reply["created"] <= after
     assert type(reply["created"]) is int

@@ -14,8 +14,8 @@ from tests.support.errors import assert_openai_error
 from tests.support.http import (
     CHAT,
     COMPLETIONS,
+    REQUEST_ID_RE,
     SSE,
-    UUID_RE,
     ascii_tokens,
     chat_body,
     is_bank_text,
@@ -144,7 +144,7 @@ def test_chat_stream_protocol(http: httpx.Client) -> None:
     assert (only.finish_reason == "length") == (len(only.pieces) == 40)
     assert all(chunk["usage"] is None for chunk in sse.chunks), "no usage unless asked"
     [rid] = stream.ids
-    assert re.fullmatch(f"chatcmpl-{UUID_RE}", rid)
+    assert re.fullmatch(f"chatcmpl-{REQUEST_ID_RE}", rid)
 
 
 def test_chat_stream_chunk_order(http: httpx.Client) -> None:
@@ -247,7 +247,7 @@ def test_completions_stream_protocol(http: httpx.Client) -> None:
     assert all(chunk["usage"] is None for chunk in sse.chunks)
     assert sse.chunks[-1]["choices"][0]["text"] == ""
     [rid] = stream.ids
-    assert re.fullmatch(f"cmpl-{UUID_RE}", rid)
+    assert re.fullmatch(f"cmpl-{REQUEST_ID_RE}", rid)
 
 
 def test_completions_stream_include_usage(http: httpx.Client) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.http import (
     COMPLETIONS,
-    UUID_RE,
+    REQUEST_ID_RE,
     ascii_tokens,
     is_bank_text,
     json_ok,
@@ -31,7 +31,7 @@ def test_envelope(http: httpx.Client, sim: SimServer) -> None:
     after = int(time.time())
     assert set(reply) >= {"id", "object", "created", "model", "choices", "usage"}
     # vLLM's completion id: `cmpl-<request id>`, no per-prompt suffix.
-    assert re.fullmatch(f"cmpl-{UUID_RE}", reply["id"]), reply["id"]
+    assert re.fullmatch(f"cmpl-{REQUEST_ID_RE}", reply["id"]), reply["id"]
     assert reply["object"] == "text_completion"
     assert before <= reply["created"] <= after
     assert reply["model"] == sim.model
@@ -45,7 +45,7 @@ def test_envelope(http: httpx.Client, sim: SimServer) -> None:
 
 def test_one_id_for_all_prompts(http: httpx.Client) -> None:
     reply = _complete(http, {"prompt": ["a", "b", "c"], "max_tokens": 2, "n": 2})
-    assert re.fullmatch(f"cmpl-{UUID_RE}", reply["id"]), reply["id"]
+    assert re.fullmatch(f"cmpl-{REQUEST_ID_RE}", reply["id"]), reply["id"]
     assert len(reply["choices"]) == 6
 
 

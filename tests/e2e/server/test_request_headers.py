@@ -14,7 +14,7 @@ from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.http import (
     CHAT,
     COMPLETIONS,
-    UUID_RE,
+    REQUEST_ID_RE,
     chat_body,
     parse_sse,
     post,
@@ -61,14 +61,14 @@ def test_request_id_generated_when_absent(client: httpx.Client, path: str, strea
     response = post(client, path, _request(path, stream))
     assert response.status_code == 200
     rid = response.headers["x-request-id"]
-    assert re.fullmatch(UUID_RE, rid), rid
+    assert re.fullmatch(REQUEST_ID_RE, rid), rid
     assert _ids(response, stream) == {PREFIX[path] + rid}
 
 
 def test_empty_request_id_header_means_absent(client: httpx.Client) -> None:
     response = post(client, CHAT, _request(CHAT, False), headers={"X-Request-Id": ""})
     rid = response.headers["x-request-id"]
-    assert re.fullmatch(UUID_RE, rid), rid
+    assert re.fullmatch(REQUEST_ID_RE, rid), rid
     assert response.json()["id"] == f"chatcmpl-{rid}"
 
 
@@ -107,27 +107,29 @@ def test_pod_headers_on_errors_too(client: httpx.Client, path: str) -> None:
         assert name in response.headers
 
 
-def test_flag_off_ignores_the_header_and_makes_uuid5_ids() -> None:
-    """Without the flag: no X-Request-Id header, and ids are uuid5("<seed>-<port>-<n>")."""
+def test_flag_off_the_header_still_names_the_request_but_is_not_echoed() -> None:
+    """As in vLLM, X-Request-Id is the request id whatever the flag (P/D proxies send one
+    id to both legs); only the flag echoes it back as a header. Without it, ids are 32 hex
+    characters: the hex of uuid5("<seed>-<port>-<n>")."""
     with (
         SimServer(env=NO_POD_ENV) as sim,
         httpx.Client(base_url=sim.url, timeout=30) as http,
     ):
-        headers = {"X-Request-Id": "abc"}
-        first = post(http, CHAT, _request(CHAT, False), headers=headers)
-        second = post(http, COMPLETIONS, _request(COMPLETIONS, True), headers=headers)
-        third = post(http, COMPLETIONS, _request(COMPLETIONS, False), headers=headers)
-        for response in (first, second, third):
+        given = post(http, CHAT, _request(CHAT, False), headers={"X-Request-Id": "bar-req-123"})
+        first = post(http, CHAT, _request(CHAT, False))
+        second = post(http, COMPLETIONS, _request(COMPLETIONS, True))
+        third = post(http, COMPLETIONS, _request(COMPLETIONS, False))
+        for response in (given, first, second, third):
             assert response.status_code == 200
             assert "x-request-id" not in response.headers
             for name in POD_HEADERS:
                 assert name not in response.headers
+        assert given.json()["id"] == "chatcmpl-bar-req-123"
         ids = [first.json()["id"], *_ids(second, True), third.json()["id"]]
-        assert re.fullmatch(f"chatcmpl-{UUID_RE}", ids[0])
-        assert re.fullmatch(f"cmpl-{UUID_RE}", ids[1])
-        assert re.fullmatch(f"cmpl-{UUID_RE}", ids[2])
+        assert re.fullmatch("chatcmpl-[0-9a-f]{32}", ids[0])
+        assert re.fullmatch("cmpl-[0-9a-f]{32}", ids[1])
         assert len(set(ids)) == 3
-        expected = [uuid.uuid5(uuid.NAMESPACE_URL, f"42-{sim.port}-{i}") for i in range(3)]
+        expected = [uuid.uuid5(uuid.NAMESPACE_URL, f"42-{sim.port}-{i}").hex for i in range(3)]
         assert ids == [f"chatcmpl-{expected[0]}", f"cmpl-{expected[1]}", f"cmpl-{expected[2]}"]
 
 
@@ -141,7 +143,7 @@ def test_an_overlong_request_id_is_refused_not_copied(
     response = post(client, path, _request(path, stream), headers=headers)
     assert_openai_error(response, 400, "X-Request-Id is longer than 256 characters")
     assert len(response.content) < 1000
-    assert re.fullmatch(UUID_RE, response.headers["x-request-id"])
+    assert re.fullmatch(REQUEST_ID_RE, response.headers["x-request-id"])
     fits = {"X-Request-Id": "y" * 256}
     assert post(client, path, _request(path, stream), headers=fits).status_code == 200
     huge = {"X-Request-Id": "x" * 1_000_000}

@@ -16,13 +16,13 @@ import pytest
 
 from tests.support.errors import assert_openai_error
 from tests.support.fixtures import http_fixture, server_fixture
+from tests.support.http import REQUEST_ID_RE
 from tests.support.metrics import (
     CHAT,
     COMPLETIONS,
     PARSE_PREFIX,
     POD_HEADERS,
     RUNNING,
-    UUID_RE,
     chat,
     scrape,
     timed_stream,
@@ -51,7 +51,7 @@ def assert_tagged(response: httpx.Response | httpx.Headers, sim: SimServer, rid:
     got = headers.get("x-request-id")
     assert got is not None, headers
     if rid is None:
-        assert re.fullmatch(UUID_RE, got), got
+        assert re.fullmatch(REQUEST_ID_RE, got), got
     else:
         assert got == rid
     return str(got)

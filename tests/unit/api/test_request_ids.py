@@ -1,4 +1,4 @@
-"""Request ids are the reference's uuid5 of "<seed>-<port>-<counter>"."""
+"""Request ids are vLLM's 32 hex characters: the hex of uuid5 of "<seed>-<port>-<counter>"."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from vllm_sim.api.context import RequestIds
 
 def test_ids_match_uuid5_of_seed_port_counter() -> None:
     ids = RequestIds(seed=42, port=8000)
-    expected = [str(uuid.uuid5(uuid.NAMESPACE_URL, f"42-8000-{i}")) for i in range(5)]
+    expected = [uuid.uuid5(uuid.NAMESPACE_URL, f"42-8000-{i}").hex for i in range(5)]
     assert [ids.next() for _ in range(5)] == expected
 
 

@@ -19,6 +19,10 @@ class ChatTurn:
 class Tokenizer(Protocol):
     """What every tokenizer (simulated or render-service backed) offers."""
 
+    # The end-of-sequence token a model emits when it ends its answer by itself; a
+    # special token, so its text is "" in answers.
+    eos_token_id: int
+
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`."""
         ...

@@ -15,6 +15,7 @@ from typing import Final
 
 from vllm_sim.engine.tokenizer import memo, vocab
 from vllm_sim.engine.tokenizer.base import ChatTurn
+from vllm_sim.engine.tokenizer.fnv import fnv1a_32
 from vllm_sim.engine.tokenizer.memo import PromptMemo
 from vllm_sim.engine.tokenizer.vocab import PieceVocabulary
 
@@ -35,6 +36,10 @@ _TOKEN_RE: Final = re.compile(
 _SLICE_CHARS: Final = 16 * 1024  # characters tokenized per regex call (~1 ms)
 _MEMO_MAX_CHARS: Final = 4096  # longer texts are tokenized each time
 
+# The id of the end-of-sequence token, hashed like any other piece but never produced by
+# tokenizing text (no text tokenizes to it, the brackets split it into three pieces).
+EOS_TOKEN_ID: Final = fnv1a_32("</s>")
+
 UNKNOWN_PIECE_FORMAT: Final = "<unk:{}>"
 """What `piece`/`decode` return for an id this tokenizer never produced (or forgot)."""
 
@@ -51,6 +56,8 @@ def render_chat_text(turns: Sequence[ChatTurn]) -> str:
 
 class SimulatedTokenizer:
     """Regex tokenizer with FNV-1a ids; implements the `Tokenizer` protocol."""
+
+    eos_token_id: int = EOS_TOKEN_ID
 
     def __init__(
         self,
@@ -125,7 +132,10 @@ class SimulatedTokenizer:
         return render_chat_text(turns)
 
     def piece(self, token_id: int) -> str:
-        """Text of `token_id`, or `<unk:ID>` if it was never produced (or was evicted)."""
+        """Text of `token_id` ("" for the end-of-sequence token, which is special), or
+        `<unk:ID>` if it was never produced (or was evicted)."""
+        if token_id == EOS_TOKEN_ID:
+            return ""
         piece = self._vocab.piece_of(token_id)
         return UNKNOWN_PIECE_FORMAT.format(token_id) if piece is None else piece
 
