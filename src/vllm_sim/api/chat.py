@@ -8,9 +8,10 @@ import msgspec
 
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
-from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
+from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.api.logprobs import ChatLogprobs, check_logprobs_count
 from vllm_sim.api.omni import image_block
+from vllm_sim.api.sampling import ChatSampling, check_sampling
 from vllm_sim.api.streaming import OpenAIChunks, encoded_choices, json_str, openai_object
 from vllm_sim.api.tools import (
     parse_response_format,
@@ -27,7 +28,7 @@ from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
 
 
-class ChatRequest(OpenAIBody, kw_only=True):
+class ChatRequest(ChatSampling, kw_only=True):
     messages: list[ChatMessage]
     n: int | None = None
     max_tokens: int | None = None
@@ -52,7 +53,9 @@ class ChatEndpoint(Endpoint[ChatRequest]):
         if max_tokens is None:
             max_tokens, field = body.max_tokens, "max_tokens"
         logprobs = (body.top_logprobs or 0) if body.logprobs else None
-        return Options.of(body, max_tokens, field, body.n, body.cache_hit_threshold, logprobs)
+        options = Options.of(body, max_tokens, field, body.n, body.cache_hit_threshold, logprobs)
+        check_sampling(body, options)
+        return options
 
     def plan(self, ctx: ApiContext, body: ChatRequest) -> Plan:
         check_logprobs_count(body.top_logprobs, "top_logprobs")

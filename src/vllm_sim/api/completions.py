@@ -8,8 +8,9 @@ import msgspec
 
 from vllm_sim.api.body import PARSE_ERROR_PREFIX
 from vllm_sim.api.context import ApiContext
-from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
+from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.api.logprobs import CompletionLogprobs, check_logprobs_count
+from vllm_sim.api.sampling import CompletionSampling, check_sampling
 from vllm_sim.api.streaming import OpenAIChunks, encoded_choices, json_str, openai_object
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.request import Prompt
@@ -24,7 +25,7 @@ PROMPT_FORMS = (
 _MAX_TOKEN_ID = 2**32 - 1
 
 
-class CompletionRequest(OpenAIBody, kw_only=True):
+class CompletionRequest(CompletionSampling, kw_only=True):
     # One of four shapes msgspec cannot express as a union (it allows one array type in a
     # union), so parse_prompts checks it.
     prompt: Any = None
@@ -63,9 +64,11 @@ class CompletionsEndpoint(Endpoint[CompletionRequest]):
     decoder = msgspec.json.Decoder(CompletionRequest)
 
     def options(self, body: CompletionRequest) -> Options:
-        return Options.of(
+        options = Options.of(
             body, body.max_tokens, "max_tokens", body.n, body.cache_hit_threshold, body.logprobs
         )
+        check_sampling(body, options)
+        return options
 
     def plan(self, ctx: ApiContext, body: CompletionRequest) -> Plan:
         check_logprobs_count(body.logprobs, "logprobs")

@@ -35,9 +35,18 @@ B = TypeVar("B", bound=ModelNamed)
 
 
 class StreamOptions(msgspec.Struct):
-    """OpenAI's `stream_options`."""
+    """OpenAI's `stream_options`. A key left out is UNSET (null is also the default), so
+    that `{}` can count as no options, as vLLM counts it."""
 
-    include_usage: bool | None = None
+    include_usage: bool | msgspec.UnsetType | None = msgspec.UNSET
+    continuous_usage_stats: bool | msgspec.UnsetType | None = msgspec.UNSET
+
+    def given(self) -> bool:
+        """Whether any option is set: an empty object sets none (vLLM reads it as falsy)."""
+        return (
+            self.include_usage is not msgspec.UNSET
+            or self.continuous_usage_stats is not msgspec.UNSET
+        )
 
 
 class OpenAIBody(msgspec.Struct, kw_only=True):
@@ -77,6 +86,12 @@ class Options:
     ) -> Options:
         """The knobs of an OpenAI-style body, whose shared fields have the same names."""
         stream_options = body.stream_options
+        if stream_options is not None and not body.stream and stream_options.given():
+            raise RequestError(
+                400,
+                "Stream options can only be defined when `stream=True`. (parameter=stream_options)",
+                "stream_options",
+            )
         usage = stream_options is not None and bool(stream_options.include_usage)
         # Positional: this runs on every request, and keywords cost more.
         return cls(
