@@ -24,6 +24,8 @@ from tests.support.fuzz_bodies import (
     kv_transfer,
     models,
     optional,
+    sampling_fields,
+    sampling_mutations,
     short_tokens,
     stream_options,
     text,
@@ -111,14 +113,15 @@ EMBEDDING_FIELDS = {
 }
 
 
+GENERATE_SAMPLING: dict[str, st.SearchStrategy[Any]] = {
+    "extra_args": optional(kv_transfer_params=kv_transfer()),
+    **sampling_fields(),
+}
+generate_params: st.SearchStrategy[Any] = st.fixed_dictionaries(
+    {"max_tokens": short_tokens}, optional=GENERATE_SAMPLING
+)
 generate_bodies = st.fixed_dictionaries(
-    {
-        "token_ids": token_ids,
-        "sampling_params": st.fixed_dictionaries(
-            {"max_tokens": short_tokens},
-            optional={"extra_args": optional(kv_transfer_params=kv_transfer())},
-        ),
-    },
+    {"token_ids": token_ids, "sampling_params": generate_params},
     optional={
         "model": models,
         "stream": st.booleans(),
@@ -131,7 +134,10 @@ generate_bodies = st.fixed_dictionaries(
 GENERATE_FIELDS = {
     "token_ids": JUNK | edge_ids | st.just([]),
     "sampling_params": JUNK
-    | st.fixed_dictionaries({"max_tokens": counts(1, 4) | st.sampled_from(LARGE_COUNTS)}),
+    | st.fixed_dictionaries(
+        {"max_tokens": counts(1, 4) | st.sampled_from(LARGE_COUNTS)},
+        optional=sampling_mutations(JUNK, counts(0, 1, 2, -1)),
+    ),
     "model": model_names,
     "stream": flags(),
     "stream_options": JUNK,

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tests.support.fuzz import EDGE_FLOATS, JUNK, counts, flags, route_settings
 from tests.support.fuzz_bodies import (
     chat_messages,
+    chat_sampling_fields,
     chat_tools,
     completion_prompts,
     flat_tools,
@@ -21,7 +22,9 @@ from tests.support.fuzz_bodies import (
     models,
     openai_tool_choice,
     optional,
+    request_sampling_fields,
     response_formats,
+    sampling_mutations,
     short_tokens,
     stream_options,
     text,
@@ -56,6 +59,7 @@ SHARED_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "cache_hit_threshold": thresholds,
     "kv_transfer_params": JUNK | kv_transfer(),
     "temperature": thresholds,
+    **sampling_mutations(JUNK, counts(0, 1, 2, -1)),
 }
 
 chat_bodies = st.fixed_dictionaries(
@@ -74,8 +78,8 @@ chat_bodies = st.fixed_dictionaries(
         "cache_hit_threshold": st.floats(0, 1),
         "kv_transfer_params": kv_transfer(),
         "max_completion_tokens": short_tokens,
-        "seed": st.integers(0, 2**32),
         "user": text,
+        **chat_sampling_fields(),
     },
 )
 CHAT_FIELDS = {
@@ -101,7 +105,8 @@ completion_bodies = st.fixed_dictionaries(
         "ignore_eos": st.booleans(),
         "cache_hit_threshold": st.floats(0, 1),
         "kv_transfer_params": kv_transfer(),
-        "suffix": text,
+        "prompt_embeds": st.just([]),
+        **request_sampling_fields(),
     },
 )
 COMPLETION_FIELDS = {
@@ -109,6 +114,8 @@ COMPLETION_FIELDS = {
     "prompt": JUNK | completion_prompts(),
     "logprobs": counts(0, 5, 20, 21),
     "echo": flags(),
+    "suffix": JUNK | text,  # any suffix is refused: no fill-in-the-middle rendering
+    "prompt_embeds": JUNK | text,
 }
 
 

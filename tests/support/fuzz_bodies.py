@@ -155,3 +155,95 @@ def completion_prompts() -> st.SearchStrategy[Any]:
         token_ids,
         st.lists(token_ids, min_size=1, max_size=3),
     )
+
+
+def _id_strings() -> st.SearchStrategy[str]:
+    return st.integers(0, 2**32 - 1).map(str)
+
+
+def sampling_fields() -> dict[str, st.SearchStrategy[Any]]:
+    """vLLM's sampling parameters, in range: the fields chat, completions and generate's
+    `sampling_params` share."""
+    words = st.text(min_size=1, max_size=8)
+    return {
+        "temperature": st.floats(0, 2),
+        "top_p": st.floats(0.01, 1),
+        "top_k": st.integers(-1, 100),
+        "min_p": st.floats(0, 1),
+        "presence_penalty": st.floats(-2, 2),
+        "frequency_penalty": st.floats(-2, 2),
+        "repetition_penalty": st.floats(0.01, 5),
+        "seed": st.integers(-(2**63), 2**63 - 1),
+        "stop": words | st.lists(words, max_size=4),
+        "stop_token_ids": st.lists(st.integers(0, 2**32 - 1), max_size=4),
+        "bad_words": st.lists(words, max_size=3),
+        "include_stop_str_in_output": st.booleans(),
+        "min_tokens": st.integers(0, 2),
+        "skip_special_tokens": st.booleans(),
+        "spaces_between_special_tokens": st.booleans(),
+        "prompt_logprobs": st.integers(0, 5),
+        "logit_bias": st.dictionaries(_id_strings(), st.floats(-100, 100), max_size=3),
+        "allowed_token_ids": st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=4),
+        "structured_outputs": st.sampled_from(
+            [{"regex": "[a-z]+"}, {"choice": ["a", "b"]}, {"json": {"type": "object"}}]
+        ),
+        "repetition_detection": optional(
+            max_pattern_size=st.integers(0, 4), min_count=st.integers(2, 4)
+        ),
+        "thinking_token_budget": st.integers(-1, 100),
+    }
+
+
+def request_sampling_fields() -> dict[str, st.SearchStrategy[Any]]:
+    """The sampling fields and vLLM extras of chat and completions bodies."""
+    return {
+        **sampling_fields(),
+        "truncate_prompt_tokens": st.integers(-1, 100),
+        "use_beam_search": st.booleans(),
+        "length_penalty": st.floats(-2, 2),
+        "priority": st.integers(-5, 5),
+        "request_id": text,
+        "cache_salt": st.text(min_size=1, max_size=16),
+        "return_token_ids": st.booleans(),
+        "vllm_xargs": st.dictionaries(text, st.integers() | text, max_size=2),
+    }
+
+
+def chat_sampling_fields() -> dict[str, st.SearchStrategy[Any]]:
+    return {
+        **request_sampling_fields(),
+        "echo": st.booleans(),
+        "add_generation_prompt": st.booleans(),
+        "continue_final_message": st.booleans(),
+        "chat_template_kwargs": optional(enable_thinking=st.booleans()),
+        "documents": st.lists(optional(title=text, text=text), max_size=2),
+        "parallel_tool_calls": st.booleans(),
+        "reasoning_effort": st.sampled_from(["none", "low", "high", "max"]),
+    }
+
+
+def sampling_mutations(
+    junk: st.SearchStrategy[Any], counts: st.SearchStrategy[Any]
+) -> dict[str, st.SearchStrategy[Any]]:
+    """What breaks the sampling fields: junk, edges just out of range, over-long lists."""
+    edge = st.sampled_from([-3.0, -2.01, -0.0, 1e-9, 1.01, 2.01, 1e308]) | junk
+    long_list = st.integers(0, 2**40) | text
+    return {
+        "top_p": edge,
+        "top_k": counts,
+        "min_p": edge,
+        "presence_penalty": edge,
+        "repetition_penalty": edge,
+        "min_tokens": counts,
+        "seed": counts,
+        "stop": junk | st.lists(text, max_size=6),
+        "stop_token_ids": junk | st.lists(long_list, max_size=6),
+        "bad_words": junk | st.lists(text, max_size=4),
+        "prompt_logprobs": counts,
+        "logit_bias": junk | st.dictionaries(text, junk, max_size=3),
+        "allowed_token_ids": junk | st.lists(long_list, max_size=3),
+        "structured_outputs": junk | optional(json=junk, regex=junk, choice=junk),
+        "repetition_detection": junk
+        | optional(max_pattern_size=counts, min_pattern_size=counts, min_count=counts),
+        "thinking_token_budget": counts,
+    }

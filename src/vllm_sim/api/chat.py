@@ -14,11 +14,11 @@ from vllm_sim.api.endpoint import (
     Endpoint,
     Options,
     Plan,
-    SamplingFields,
     answer_shape,
 )
 from vllm_sim.api.logprobs import ChatLogprobs, check_logprobs_count, prompt_logprobs
 from vllm_sim.api.omni import image_block
+from vllm_sim.api.sampling import ChatSampling, check_sampling, sampled
 from vllm_sim.api.streaming import (
     AnswerShape,
     OpenAIChunks,
@@ -45,7 +45,7 @@ ToolMode = Literal["auto", "required", "named"]
 _encode = msgspec.json.encode
 
 
-class ChatRequest(SamplingFields, kw_only=True):
+class ChatRequest(ChatSampling, kw_only=True):
     messages: list[ChatMessage]
     n: int | None = None
     max_tokens: int | None = None
@@ -71,7 +71,8 @@ class ChatEndpoint(Endpoint[ChatRequest]):
             max_tokens, field = body.max_tokens, "max_tokens"
         logprobs = (body.top_logprobs or 0) if body.logprobs else None
         options = Options.of(body, max_tokens, field, body.n, body.cache_hit_threshold, logprobs)
-        return options.sample(body)
+        check_sampling(body, options)
+        return sampled(options, body)
 
     def plan(self, ctx: ApiContext, body: ChatRequest) -> Plan:
         check_logprobs_count(body.top_logprobs, "top_logprobs")

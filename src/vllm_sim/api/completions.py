@@ -13,10 +13,10 @@ from vllm_sim.api.endpoint import (
     Endpoint,
     Options,
     Plan,
-    SamplingFields,
     answer_shape,
 )
 from vllm_sim.api.logprobs import CompletionLogprobs, check_logprobs_count, prompt_logprobs
+from vllm_sim.api.sampling import CompletionSampling, check_sampling, sampled
 from vllm_sim.api.streaming import (
     AnswerShape,
     OpenAIChunks,
@@ -39,7 +39,7 @@ DEFAULT_MAX_TOKENS = 16
 _encode = msgspec.json.encode
 
 
-class CompletionRequest(SamplingFields, kw_only=True):
+class CompletionRequest(CompletionSampling, kw_only=True):
     # One of four shapes msgspec cannot express as a union (it allows one array type in a
     # union), so parse_prompts checks it.
     prompt: Any = None
@@ -47,7 +47,6 @@ class CompletionRequest(SamplingFields, kw_only=True):
     max_tokens: int | None = None
     cache_hit_threshold: float | None = None
     logprobs: int | None = None
-    echo: bool | None = None
 
 
 def _is_token_id(value: object) -> bool:
@@ -83,8 +82,8 @@ class CompletionsEndpoint(Endpoint[CompletionRequest]):
         options = Options.of(
             body, max_tokens, "max_tokens", body.n, body.cache_hit_threshold, body.logprobs
         )
-        options.echo = bool(body.echo)
-        return options.sample(body)
+        check_sampling(body, options)
+        return sampled(options, body)
 
     def plan(self, ctx: ApiContext, body: CompletionRequest) -> Plan:
         check_logprobs_count(body.logprobs, "logprobs")

@@ -36,10 +36,18 @@ B = TypeVar("B", bound=ModelNamed)
 
 
 class StreamOptions(msgspec.Struct):
-    """OpenAI's `stream_options`."""
+    """OpenAI's `stream_options`. A key left out is UNSET (null is also the default), so
+    that `{}` can count as no options, as vLLM counts it."""
 
-    include_usage: bool | None = None
-    continuous_usage_stats: bool | None = None
+    include_usage: bool | msgspec.UnsetType | None = msgspec.UNSET
+    continuous_usage_stats: bool | msgspec.UnsetType | None = msgspec.UNSET
+
+    def given(self) -> bool:
+        """Whether any option is set: an empty object sets none (vLLM reads it as falsy)."""
+        return (
+            self.include_usage is not msgspec.UNSET
+            or self.continuous_usage_stats is not msgspec.UNSET
+        )
 
 
 class OpenAIBody(msgspec.Struct, kw_only=True):
@@ -51,19 +59,6 @@ class OpenAIBody(msgspec.Struct, kw_only=True):
     stream_options: StreamOptions | None = None
     ignore_eos: bool | None = None
     kv_transfer_params: KvTransferParams | None = None
-
-
-class SamplingFields(OpenAIBody, kw_only=True):
-    """An OpenAI-style body with vLLM's sampling parameters that change the answer."""
-
-    stop: str | list[str] | None = None
-    stop_token_ids: list[int] | None = None
-    include_stop_str_in_output: bool | None = None
-    min_tokens: int | None = None
-    seed: int | None = None
-    temperature: float | None = None
-    return_token_ids: bool | None = None
-    prompt_logprobs: int | None = None
 
 
 @dataclass(slots=True)
@@ -99,6 +94,12 @@ class Options:
     ) -> Options:
         """The knobs of an OpenAI-style body, whose shared fields have the same names."""
         stream_options = body.stream_options
+        if stream_options is not None and not body.stream and stream_options.given():
+            raise RequestError(
+                400,
+                "Stream options can only be defined when `stream=True`. (parameter=stream_options)",
+                "stream_options",
+            )
         usage = stream_options is not None and bool(stream_options.include_usage)
         continuous = usage and bool(stream_options and stream_options.continuous_usage_stats)
         # Positional: this runs on every request, and keywords cost more.
@@ -114,22 +115,6 @@ class Options:
             logprobs,
             continuous,
         )
-
-    def sample(self, body: SamplingFields) -> Options:
-        """These options with the sampling parameters that change the answer."""
-        stop = body.stop
-        strings = (stop,) if isinstance(stop, str) else tuple(stop or ())
-        strings = tuple(text for text in strings if text)  # "" would stop before anything
-        ids = frozenset(body.stop_token_ids or ())
-        if strings or ids or body.min_tokens:
-            self.stops = StopRules(
-                strings, ids, bool(body.include_stop_str_in_output), body.min_tokens or 0
-            )
-        self.seed = body.seed
-        self.greedy = body.temperature == 0
-        self.token_ids = bool(body.return_token_ids)
-        self.prompt_logprobs = body.prompt_logprobs
-        return self
 
 
 @dataclass(slots=True)

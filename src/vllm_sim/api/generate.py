@@ -12,6 +12,7 @@ import msgspec
 
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
+from vllm_sim.api.sampling import EngineSampling, check_sampling
 from vllm_sim.api.streaming import OpenAIStreamErrors, json_str
 from vllm_sim.api.transfer import KvTransferParams
 from vllm_sim.api.usage import usage_of
@@ -29,7 +30,7 @@ _EC_ENTRY = {
 }
 
 
-class SamplingParams(msgspec.Struct):
+class SamplingParams(EngineSampling, kw_only=True):
     max_tokens: int | None = None
     extra_args: dict[str, Any] | None = None
 
@@ -54,6 +55,7 @@ class GenerateEndpoint(Endpoint[GenerateRequest]):
         if params is None:
             raise RequestError(400, "Missing sampling_params field", "sampling_params")
         options = Options.of(body, params.max_tokens, "sampling_params.max_tokens")
+        check_sampling(params, options)
         options.transfer = _transfer(body, params)
         return options
 
