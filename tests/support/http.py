@@ -70,10 +70,19 @@ def is_bank_text(text: str) -> bool:
     return any(text.startswith(s) and is_bank_text(text[len(s) :]) for s in SENTENCES)
 
 
-def post(client: httpx.Client, path: str, body: Any, **kwargs: Any) -> httpx.Response:
-    """POSTs `body` (bytes/str sent verbatim, anything else as JSON)."""
+def post(
+    client: httpx.Client,
+    path: str,
+    body: Any,
+    headers: dict[str, str] | None = None,
+    **kwargs: Any,
+) -> httpx.Response:
+    """POSTs `body` (bytes/str sent verbatim, anything else as JSON) as application/json,
+    unless `headers` names another content type."""
     content = body if isinstance(body, bytes | str) else json.dumps(body)
-    return client.post(path, content=content, **kwargs)
+    given = {name.lower(): value for name, value in (headers or {}).items()}
+    headers = {"content-type": "application/json", **given}
+    return client.post(path, content=content, headers=headers, **kwargs)
 
 
 def json_ok(response: httpx.Response) -> dict[str, Any]:
