@@ -11,9 +11,12 @@ from typing import Any
 
 import httpx
 
+from tests.support.errors import VALIDATION_PREFIX as VALIDATION_PREFIX
+
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 EMBEDDINGS = "/v1/embeddings"
+# How this server words a body only it refuses (NaN, a lone surrogate, too deep).
 PARSE_PREFIX = "Failed to read and parse request body, "
 PROMPT_FORMS = (
     "prompt must be a string, an array of strings, an array of token ids, "

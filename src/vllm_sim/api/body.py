@@ -79,7 +79,9 @@ def decode_body(body: bytes, decoder: msgspec.json.Decoder[T]) -> T:
         reading = _python_reading(body)
         if reading is not None and reading.deduplicated is not None:
             return decode_body(reading.deduplicated, decoder)
-        raise _invalid(str(exc), reading) from None
+        if reading is None or reading.repeats:  # Python's reader refuses it, or cannot
+            raise _own_refusal(str(exc)) from None  # write it again (a lone surrogate)
+        raise _invalid(str(exc), reading.value) from None
     except msgspec.DecodeError as exc:
         raise _unreadable(body, str(exc)) from None
     except RecursionError:
@@ -89,7 +91,8 @@ def decode_body(body: bytes, decoder: msgspec.json.Decoder[T]) -> T:
 @dataclass(frozen=True, slots=True)
 class _Reading:
     value: object
-    deduplicated: bytes | None  # re-encoded with each key's last value, if a key repeats
+    repeats: bool  # whether a key is given twice
+    deduplicated: bytes | None = None  # then the body with each key's last value
 
 
 def _python_reading(body: bytes) -> _Reading | None:
@@ -112,24 +115,22 @@ def _python_reading(body: bytes) -> _Reading | None:
     except (ValueError, RecursionError):
         return None
     try:
-        return _Reading(value, msgspec.json.encode(value) if found else None)
+        return _Reading(value, found, msgspec.json.encode(value) if found else None)
     except ValueError:  # a lone surrogate cannot be encoded again, and must not slip through
-        return _Reading(value, None)
+        return _Reading(value, found)
 
 
 def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
-def _invalid(text: str, reading: _Reading | None) -> RequestError:
-    """msgspec's refusal of well-formed JSON, as pydantic words it."""
+def _invalid(text: str, body: object) -> RequestError:
+    """msgspec's refusal of well-formed JSON (`body` as Python reads it), in pydantic's words."""
     match = _MSGSPEC.fullmatch(text)
     assert match is not None  # the pattern matches any text
     what, path = match.group(1), match.group(2) or ""
-    if reading is None:  # msgspec read what Python's reader refuses (too deep for it)
-        return _own_refusal(text, path)
     loc = _location(path)
-    value = _at(reading.value, loc)
+    value = _at(body, loc)
     if not loc and value is None:  # FastAPI takes a null body for no body
         return _entry("missing", loc, "Field required", None)
     if found := _EXPECTED.fullmatch(what):
@@ -141,7 +142,7 @@ def _invalid(text: str, reading: _Reading | None) -> RequestError:
         return _entry(kind, loc, f"Input should be {words} {bound}", value, {key: bound})
     if found := _MISSING.fullmatch(what):
         return _entry("missing", [*loc, found.group(1)], "Field required", value)
-    return _own_refusal(text, path)  # a bound of msgspec's own, such as a number's range
+    return _own_refusal(text)  # a bound of msgspec's own, such as a number's range
 
 
 def _location(path: str) -> Location:
@@ -223,8 +224,11 @@ def _unreadable(body: bytes, detail: str) -> RequestError:
     return _own_refusal(detail)  # JSON only Python's reader accepts (NaN, a lone surrogate)
 
 
-def _own_refusal(detail: str, path: str = "") -> RequestError:
-    return RequestError(400, PARSE_ERROR_PREFIX + detail, path.lstrip(".") or None)
+def _own_refusal(detail: str) -> RequestError:
+    """A refusal of this server's own, of what vLLM would read, in this server's words."""
+    match = _MSGSPEC.fullmatch(detail)
+    path = match.group(2) if match else None
+    return RequestError(400, PARSE_ERROR_PREFIX + detail, path.lstrip(".") if path else None)
 
 
 def json_kind(value: object) -> str:
