@@ -1,4 +1,4 @@
-"""The ASGI application: routing, body limits, error shapes and response writing."""
+"""The ASGI application: routing, CORS, body limits, error shapes and response writing."""
 
 from __future__ import annotations
 
@@ -154,12 +154,12 @@ def _refusal(route: Route, method: str, headers: Headers) -> RequestError | None
         refusal = guard(method, headers)
         if refusal is not None:
             return refusal
-    if method == "POST" and not is_control(guard) and not _is_json(headers):
+    if method == "POST" and not is_control(guard) and not _declares_json(headers):
         return validation_error(NOT_JSON)
     return None
 
 
-def _is_json(headers: Headers) -> bool:
+def _declares_json(headers: Headers) -> bool:
     """vLLM's test: the first Content-Type, lower-cased, is application/json up to its first
     `;` (parameters such as a charset may follow). A missing one is not JSON."""
     for name, value in headers:

@@ -27,6 +27,7 @@ _ALLOW_ORIGIN = b"access-control-allow-origin"
 _ALLOW_HEADERS = b"access-control-allow-headers"
 _VARY_ORIGIN = (b"vary", b"Origin")
 _CREDENTIALS = (b"access-control-allow-credentials", b"true")
+_VARY_ONLY: Headers = [_VARY_ORIGIN]  # shared, never mutated
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,7 @@ class Cors:
         "_methods",
         "_origins",
         "_preflight_headers",
-        "_simple_headers",
+        "_unnamed",
     )
 
     def __init__(self, policy: CorsPolicy = CorsPolicy()) -> None:  # frozen: safe default
@@ -81,7 +82,8 @@ class Cors:
             simple.append((_ALLOW_ORIGIN, b"*"))
         if self._credentials:
             simple.append(_CREDENTIALS)
-        self._simple_headers = simple
+        # Shared by every answer that does not name its origin: never mutated.
+        self._unnamed = [*simple, _VARY_ORIGIN]
 
     def _preflight_base(self, methods: tuple[str, ...], allowed_headers: list[str]) -> Headers:
         headers: Headers = [(b"vary", _PREFLIGHT_VARY)]
@@ -133,13 +135,13 @@ class Cors:
         depends on it."""
         origin = _first(headers, b"origin")
         if origin is None:
-            return [_VARY_ORIGIN]
+            return _VARY_ONLY
         if (self._all_origins and self._credentials) or (
             not self._all_origins and self.allows(origin)
         ):
             named = [_CREDENTIALS] if self._credentials else []
             return [*named, (_ALLOW_ORIGIN, origin), _VARY_ORIGIN]
-        return [*self._simple_headers, _VARY_ORIGIN]
+        return self._unnamed
 
 
 def _first(headers: Headers, wanted: bytes) -> bytes | None:
