@@ -3,7 +3,6 @@ for a 4xx, and the server keeps answering afterwards."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 from tests.support.errors import assert_openai_error
 from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.fuzz import fuzz_settings, json_scalars, json_trees
+from tests.support.http import post
 from tests.support.native import GENERATE, LOAD, UNLOAD, gen_body
 
 FUZZ = fuzz_settings(150)
@@ -81,13 +81,13 @@ def alive(client: httpx.Client) -> None:
 @FUZZ
 @given(body=generate_bodies)
 def test_generate_bodies_never_5xx(client: httpx.Client, body: dict[str, Any]) -> None:
-    check(client.post(GENERATE, content=json.dumps(body)))
+    check(post(client, GENERATE, body))
 
 
 @FUZZ
 @given(body=lora_bodies, unload=st.booleans())
 def test_lora_bodies_never_5xx(client: httpx.Client, body: dict[str, Any], unload: bool) -> None:
-    check(client.post(UNLOAD if unload else LOAD, content=json.dumps(body)))
+    check(post(client, UNLOAD if unload else LOAD, body))
 
 
 @FUZZ

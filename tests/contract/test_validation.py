@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.errors import assert_openai_error
+from tests.support.errors import assert_openai_error, assert_validation_error
 from tests.support.http import (
     CHAT,
     COMPLETIONS,
@@ -25,27 +25,27 @@ IGNORE_EOS = "Ignore_eos is true but max_completion_tokens (or max_tokens) is no
 @pytest.mark.parametrize(
     ("body", "param"),
     [
-        ({"stream": "true"}, "stream"),
-        ({"stream": 1}, "stream"),
-        ({"n": "2"}, "n"),
-        ({"n": 1.5}, "n"),
-        ({"max_tokens": "5"}, "max_tokens"),
-        ({"max_completion_tokens": [5]}, "max_completion_tokens"),
-        ({"ignore_eos": "yes"}, "ignore_eos"),
-        ({"logprobs": 1}, "logprobs"),
-        ({"top_logprobs": "2", "logprobs": True}, "top_logprobs"),
-        ({"model": 5}, "model"),
-        ({"stream_options": "on"}, "stream_options"),
-        ({"stream_options": {"include_usage": "yes"}}, "stream_options.include_usage"),
-        ({"messages": "Hello"}, "messages"),
-        ({"messages": {"role": "user"}}, "messages"),
-        ({"messages": [5]}, "messages[0]"),
-        ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
-        ({"messages": [{"role": "user", "content": True}]}, "messages[0].content"),
-        ({"messages": [{"role": 7, "content": "x"}]}, "messages[0].role"),
+        ({"stream": "true"}, "body.stream"),
+        ({"stream": 1}, "body.stream"),
+        ({"n": "2"}, "body.n"),
+        ({"n": 1.5}, "body.n"),
+        ({"max_tokens": "5"}, "body.max_tokens"),
+        ({"max_completion_tokens": [5]}, "body.max_completion_tokens"),
+        ({"ignore_eos": "yes"}, "body.ignore_eos"),
+        ({"logprobs": 1}, "body.logprobs"),
+        ({"top_logprobs": "2", "logprobs": True}, "body.top_logprobs"),
+        ({"model": 5}, "body.model"),
+        ({"stream_options": "on"}, "body.stream_options"),
+        ({"stream_options": {"include_usage": "yes"}}, "body.stream_options.include_usage"),
+        ({"messages": "Hello"}, "body.messages"),
+        ({"messages": {"role": "user"}}, "body.messages"),
+        ({"messages": [5]}, "body.messages.0"),
+        ({"messages": [{"role": "user", "content": 5}]}, "body.messages.0.content"),
+        ({"messages": [{"role": "user", "content": True}]}, "body.messages.0.content"),
+        ({"messages": [{"role": 7, "content": "x"}]}, "body.messages.0.role"),
         (
             {"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": {}}]},
-            "messages[1].content",
+            "body.messages.1.content",
         ),
     ],
 )
@@ -53,32 +53,50 @@ def test_chat_wrong_types_name_the_field(
     http: httpx.Client, body: dict[str, Any], param: str
 ) -> None:
     request = {**chat_body(), **body}
-    assert_openai_error(post(http, CHAT, request), 400, prefix=PARSE_PREFIX, param=param)
+    assert_validation_error(post(http, CHAT, request), param)
 
 
 @pytest.mark.parametrize(
     ("body", "param"),
     [
-        ({"stream": "false"}, "stream"),
-        ({"n": "1"}, "n"),
-        ({"max_tokens": 2.5}, "max_tokens"),
-        ({"ignore_eos": 0}, "ignore_eos"),
-        ({"logprobs": True}, "logprobs"),
-        ({"logprobs": "2"}, "logprobs"),
-        ({"model": ["m"]}, "model"),
-        ({"stream_options": {"include_usage": 1}}, "stream_options.include_usage"),
+        ({"stream": "false"}, "body.stream"),
+        ({"n": "1"}, "body.n"),
+        ({"max_tokens": 2.5}, "body.max_tokens"),
+        ({"ignore_eos": 0}, "body.ignore_eos"),
+        ({"logprobs": True}, "body.logprobs"),
+        ({"logprobs": "2"}, "body.logprobs"),
+        ({"model": ["m"]}, "body.model"),
+        ({"stream_options": {"include_usage": 1}}, "body.stream_options.include_usage"),
     ],
 )
 def test_completions_wrong_types_name_the_field(
     http: httpx.Client, body: dict[str, Any], param: str
 ) -> None:
     request = {"prompt": "Hello", **body}
-    assert_openai_error(post(http, COMPLETIONS, request), 400, prefix=PARSE_PREFIX, param=param)
+    assert_validation_error(post(http, COMPLETIONS, request), param)
+
+
+def test_a_wrong_type_is_worded_as_vllm_0_32(http: httpx.Client) -> None:
+    response = post(http, CHAT, {**chat_body(), "n": "x"})
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": {
+            "message": "1 validation error:\n  {'type': 'int_parsing', 'loc': 'body.n', 'msg': "
+            "'Input should be a valid integer, unable to parse string as an integer', "
+            "'input': 'x'}",
+            "type": "Bad Request",
+            "param": "body.n",
+            "code": 400,
+        }
+    }
 
 
 def test_messages_is_required(http: httpx.Client, sim: SimServer) -> None:
-    error = assert_openai_error(post(http, CHAT, {"model": sim.model}), 400, prefix=PARSE_PREFIX)
-    assert "messages" in error["message"]
+    error = assert_validation_error(post(http, CHAT, {"model": sim.model}), "body.messages")
+    assert error["message"] == (
+        "1 validation error:\n  {'type': 'missing', 'loc': 'body.messages', "
+        "'msg': 'Field required', 'input': '<dict of 1 items>'}"
+    )
 
 
 def test_unknown_fields_are_ignored(http: httpx.Client) -> None:

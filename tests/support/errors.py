@@ -30,6 +30,11 @@ ANTHROPIC_ERROR_TYPES = {
     529: "overloaded_error",
 }
 
+# vLLM 0.32's refusal of a body its schema rejects (FastAPI's validation error): the HTTP
+# phrase as type, one entry under a count, `param` the location (`body.n`).
+VALIDATION_TYPE = "Bad Request"
+VALIDATION_PREFIX = "1 validation error:\n  "
+
 UNSET: Any = object()  # "do not check this field"
 
 
@@ -61,8 +66,10 @@ def assert_openai_error(
     """Checks the OpenAI error envelope {"error": {message, type, param, code}}; returns `error`.
 
     `status=None` accepts any 4xx. The type is `error_type` when given, else the one the
-    status implies (ERROR_TYPES, InternalServerError for 5xx). `param` is checked when given.
+    status implies (ERROR_TYPES, InternalServerError for 5xx; with `status=None`, a 400 may
+    also be VALIDATION_TYPE). `param` is checked when given.
     """
+    any_status = status is None
     if status is None:
         assert 400 <= response.status_code < 500, (response.status_code, response.text[:500])
         status = response.status_code
@@ -78,6 +85,8 @@ def assert_openai_error(
     assert error["param"] is None or isinstance(error["param"], str)
     if error_type is not None:
         assert error["type"] == error_type, error
+    elif any_status and status == 400 and error["type"] == VALIDATION_TYPE:
+        pass  # a 400 of either kind: vLLM's validation error or another refusal
     elif status in ERROR_TYPES:
         assert error["type"] == ERROR_TYPES[status], error
     elif status >= 500:
@@ -90,6 +99,18 @@ def assert_openai_error(
         assert contains in error["message"], error
     if param is not UNSET:
         assert error["param"] == param, error
+    return error
+
+
+def assert_validation_error(
+    response: Answer, param: str | None, kind: str | None = None
+) -> dict[str, Any]:
+    """vLLM's validation error in the OpenAI envelope; `kind` is pydantic's error type."""
+    error = assert_openai_error(
+        response, 400, error_type=VALIDATION_TYPE, param=param, prefix=VALIDATION_PREFIX
+    )
+    if kind is not None:
+        assert error["message"].startswith(f"{VALIDATION_PREFIX}{{'type': '{kind}', "), error
     return error
 
 

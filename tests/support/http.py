@@ -11,9 +11,12 @@ from typing import Any
 
 import httpx
 
+from tests.support.errors import VALIDATION_PREFIX as VALIDATION_PREFIX
+
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 EMBEDDINGS = "/v1/embeddings"
+# How this server words a body only it refuses (NaN, a lone surrogate, too deep).
 PARSE_PREFIX = "Failed to read and parse request body, "
 PROMPT_FORMS = (
     "prompt must be a string, an array of strings, an array of token ids, "
@@ -70,10 +73,19 @@ def is_bank_text(text: str) -> bool:
     return any(text.startswith(s) and is_bank_text(text[len(s) :]) for s in SENTENCES)
 
 
-def post(client: httpx.Client, path: str, body: Any, **kwargs: Any) -> httpx.Response:
-    """POSTs `body` (bytes/str sent verbatim, anything else as JSON)."""
+def post(
+    client: httpx.Client,
+    path: str,
+    body: Any,
+    headers: dict[str, str] | None = None,
+    **kwargs: Any,
+) -> httpx.Response:
+    """POSTs `body` (bytes/str sent verbatim, anything else as JSON) as application/json,
+    unless `headers` names another content type."""
     content = body if isinstance(body, bytes | str) else json.dumps(body)
-    return client.post(path, content=content, **kwargs)
+    given = {name.lower(): value for name, value in (headers or {}).items()}
+    headers = {"content-type": "application/json", **given}
+    return client.post(path, content=content, headers=headers, **kwargs)
 
 
 def json_ok(response: httpx.Response) -> dict[str, Any]:

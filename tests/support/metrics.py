@@ -17,7 +17,6 @@ from tests.support.http import post_sse, sse_events, token_times
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
-PARSE_PREFIX = "Failed to read and parse request body, "
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4"
 REAL_METRICS_ONLY = "the simulator is reporting real metrics; fake metrics cannot be updated"
 FAKE_PREFIX = "Failed to update fake metrics: "

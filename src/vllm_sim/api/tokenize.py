@@ -11,8 +11,6 @@ from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
 _MAX_TOKEN_ID = 2**32 - 1
-TOKENIZE_PARSE_PREFIX = "Failed to read and parse tokenize request body, "
-DETOKENIZE_PARSE_PREFIX = "Failed to read and parse detokenize request body, "
 
 
 class TokenizeRequest(msgspec.Struct):
@@ -32,7 +30,7 @@ _detokenize_decoder = msgspec.json.Decoder(DetokenizeRequest)
 
 
 def tokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
-    body = decode_body(request.body, _tokenize_decoder, TOKENIZE_PARSE_PREFIX)
+    body = decode_body(request.body, _tokenize_decoder)
     if body.prompt and body.messages is not None:
         raise RequestError(400, "both prompt and messages fields in tokenize request", "prompt")
     if body.prompt:
@@ -52,7 +50,7 @@ def tokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
 
 
 def detokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
-    body = decode_body(request.body, _detokenize_decoder, DETOKENIZE_PARSE_PREFIX)
+    body = decode_body(request.body, _detokenize_decoder)
     limit = ctx.settings.max_request_output_tokens
     if limit and len(body.tokens) > limit:
         message = (

@@ -18,7 +18,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import rules as r
-from .kinds import BOOL, DURATION, FAKE_METRICS, FLOAT, INT, LORAS, STRING, STRINGS, Kind
+from .kinds import (
+    BOOL,
+    DURATION,
+    FAKE_METRICS,
+    FLOAT,
+    INT,
+    JSON_STRINGS,
+    LORAS,
+    STRING,
+    STRINGS,
+    Kind,
+)
 from .rules import Fill, Rule
 
 MS = 1_000_000
@@ -320,6 +331,15 @@ SETTINGS: tuple[Setting, ...] = (
            "Key the control endpoints (/admin/config, /fake_metrics, LoRA loading, sleep) "
            "require instead of --api-key"),
     flag("disable-admin", BOOL, False, S, "Remove /admin/config and /fake_metrics (404)"),
+    flag("allowed-origins", JSON_STRINGS, (), S,
+         'CORS: origins whose pages may call the API, a JSON array such as '
+         '`["https://a.example"]` (`["*"]`: any); none by default, as in vLLM'),
+    flag("allowed-methods", JSON_STRINGS, ("*",), S,
+         "CORS: methods a preflight may ask for, as a JSON array"),
+    flag("allowed-headers", JSON_STRINGS, ("*",), S,
+         "CORS: request headers a preflight may ask for, as a JSON array"),
+    flag("allow-credentials", BOOL, False, S,
+         "CORS: let pages send cookies and credentials (answers then name the origin)"),
     flag("disable-log-stats", BOOL, False, S,
          "Record no request metrics (vLLM's flag); /metrics keeps the scheduler gauges"),
     flag("startup-duration", DURATION, 0, S, "/health/ready answers 503 for this long",

@@ -11,7 +11,7 @@ import contextlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from .durations import format_duration, parse_duration
 from .fake_metrics import FakeMetrics, decode_fake_metrics, fake_metrics_to_json, is_int, json_type
@@ -269,6 +269,58 @@ class StrListKind(Kind):
         return " ".join(value)
 
 
+_JSON_LIST = "expected a JSON array of strings"
+
+
+def _is_str_list(data: object) -> TypeGuard[list[str]]:
+    return isinstance(data, list) and all(isinstance(item, str) for item in data)
+
+
+def _json_list_type(data: object) -> str:
+    if not isinstance(data, list):
+        return json_type(data)
+    odd = next(item for item in data if not isinstance(item, str))
+    return f"an array holding a {json_type(odd)}"
+
+
+class JsonStrListKind(Kind):
+    """A list given as one JSON array of strings (`'["http://a.example"]'`), as vLLM reads
+    its CORS flags; a repeated flag keeps its last value. In YAML, a sequence of strings or
+    that same JSON text."""
+
+    label, go_type, zero = "json", "[]string", "[]"
+
+    def parse_text(self, text: str) -> tuple[str, ...]:
+        try:
+            data = loads_json(text)
+        except (ValueError, RecursionError) as error:
+            raise ValueError(f"{_JSON_LIST}: {error}") from None
+        if not _is_str_list(data):
+            raise ValueError(f"{_JSON_LIST}, got {_json_list_type(data)}")
+        return tuple(data)
+
+    def from_yaml(self, value: YamlValue) -> tuple[str, ...]:
+        if value.tag == "!!seq":
+            return StrListKind().from_yaml(value)
+        if value.tag != "!!str" or value.text is None:
+            raise YamlMismatch(value, self.go_type)
+        try:
+            return self.parse_text(value.text)
+        except ValueError as error:
+            raise YamlMismatch(value, self.go_type, str(error)) from None
+
+    def from_json(self, value: object) -> tuple[str, ...]:
+        if not _is_str_list(value):
+            raise JsonMismatch(value)
+        return tuple(value)
+
+    def to_json(self, value: Any) -> object:
+        return list(value)
+
+    def show(self, value: Any) -> str:
+        return json.dumps(list(value)) if value else ""
+
+
 def decode_lora(text: str) -> LoraModule:
     """One LoRA as JSON `{"name":..,"path":..,"base_model_name":..}`; other keys ignored."""
     try:
@@ -345,3 +397,4 @@ class FakeMetricsKind(Kind):
 
 INT, FLOAT, STRING, BOOL, DURATION = IntKind(), FloatKind(), StrKind(), BoolKind(), DurationKind()
 STRINGS, LORAS, FAKE_METRICS = StrListKind(), LoraListKind(), FakeMetricsKind()
+JSON_STRINGS = JsonStrListKind()

@@ -41,6 +41,10 @@ class Config:
     api_key: tuple[str, ...]
     admin_api_key: str
     disable_admin: bool
+    allowed_origins: tuple[str, ...]
+    allowed_methods: tuple[str, ...]
+    allowed_headers: tuple[str, ...]
+    allow_credentials: bool
     # Model
     model: str
     served_model_name: tuple[str, ...]

@@ -116,15 +116,20 @@ def _is_json(content_type: bytes) -> bool:
     return media_type == b"application/json"
 
 
-def control_guard(keys: KeyRing | None) -> Guard:
-    """The control routes: the key when one is set (401), no cross-origin browser request
-    (403), and a POST body only as JSON (415). A POST without a Content-Type (no body, or a
-    script's bare bytes) is allowed: a browser's cross-site POST always carries an Origin."""
-    authorize = key_guard(keys) if keys is not None else None
+class ControlGuard:
+    """The control routes' guard: the key when one is set (401), no cross-origin browser
+    request (403), and a POST body only as JSON (415). A POST without a Content-Type (no
+    body, or a script's bare bytes) is allowed: a browser's cross-site POST always carries
+    an Origin."""
 
-    def guard(method: str, headers: Headers) -> RequestError | None:
-        if authorize is not None:
-            refusal = authorize(method, headers)
+    __slots__ = ("_authorize",)
+
+    def __init__(self, keys: KeyRing | None) -> None:
+        self._authorize = key_guard(keys) if keys is not None else None
+
+    def __call__(self, method: str, headers: Headers) -> RequestError | None:
+        if self._authorize is not None:
+            refusal = self._authorize(method, headers)
             if refusal is not None:
                 return refusal
         if cross_origin(headers):
@@ -135,4 +140,11 @@ def control_guard(keys: KeyRing | None) -> Guard:
                     return RequestError(415, NOT_JSON, error_type="UnsupportedMediaTypeError")
         return None
 
-    return guard
+
+def control_guard(keys: KeyRing | None) -> Guard:
+    return ControlGuard(keys)
+
+
+def is_control(guard: Guard | None) -> bool:
+    """Whether a route is a control route, known by its guard."""
+    return isinstance(guard, ControlGuard)

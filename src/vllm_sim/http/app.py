@@ -1,14 +1,15 @@
-"""The ASGI application: routing, body limits, error shapes and response writing."""
+"""The ASGI application: routing, CORS, body limits, error shapes and response writing."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from vllm_sim.errors import RequestError
-from vllm_sim.http.access import Guard
+from vllm_sim.http.access import Guard, cross_origin, is_control
+from vllm_sim.http.cors import Cors
 from vllm_sim.http.messages import (
     JSON,
     AnyResponse,
@@ -19,6 +20,7 @@ from vllm_sim.http.messages import (
     StreamingResponse,
     error_body,
     error_response,
+    validation_error,
 )
 
 log = logging.getLogger("vllm_sim.server")
@@ -53,47 +55,54 @@ class _BodyTooLarge(Exception):
 class App:
     """One router for every endpoint; handlers get a fully read HttpRequest."""
 
-    def __init__(self, routes: list[Route], max_body_bytes: int) -> None:
+    def __init__(self, routes: list[Route], max_body_bytes: int, cors: Cors | None = None) -> None:
         self._routes = {route.path: route for route in routes}
         self.max_body_bytes = max_body_bytes
         self.draining = False
+        self._cors = cors or Cors()  # vLLM's defaults: no other origin is allowed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return  # lifespan is off; websockets are not served
+        headers: Headers = scope["headers"]
         route = self._routes.get(scope["path"])
+        if scope["method"] == "OPTIONS":  # preflights are answered before routing, as in vLLM
+            preflight = self._cors.preflight(headers, _shut(route, headers))
+            if preflight is not None:
+                await _send(send, preflight)
+                return
+        response, cors = await self._serve(scope, receive, route)
+        await _send(send, response, self._cors.response_headers(headers) if cors else ())
+
+    async def _serve(
+        self, scope: Scope, receive: Receive, route: Route | None
+    ) -> tuple[AnyResponse, bool]:
+        """The answer, and whether it carries CORS headers: vLLM checks API keys outside its
+        CORS layer, so a refused key gets none and a page cannot read why."""
         if route is None:
-            await _send(send, self._not_found(scope["path"]))
-            return
+            return self._not_found(scope["path"]), True
         method: str = scope["method"]
         handler = route.methods.get(method)
         if handler is None:
-            await _send(send, _method_response(route, method))
-            return
-        guard = route.guard
-        if guard is not None:
-            refusal = guard(method, scope["headers"])
-            if refusal is not None:
-                await _send(send, _error(route, refusal))  # uvicorn drops the unread body
-                return
+            return _method_response(route, method), True
+        refusal = _refusal(route, method, scope["headers"])
+        if refusal is not None:  # uvicorn drops the unread body
+            return _error(route, refusal), refusal.status != 401
         try:
             body = await self._read_body(scope, receive)
         except _BodyTooLarge:
             limit_mb = self.max_body_bytes // (1024 * 1024)
             message = f"Request body exceeds the {limit_mb} MB limit (max-request-body-size-mb)"
             error = RequestError(413, message)
-            await _send(send, _error(route, error, [(b"connection", b"close")]))
-            return
+            return _error(route, error, [(b"connection", b"close")]), True
         if self.draining and route.refuses_when_draining:
-            await _send(send, _error(route, RequestError(503, "server is shutting down")))
-            return
+            return _error(route, RequestError(503, "server is shutting down")), True
         server = scope.get("server")
         port = server[1] if server else 0
         request = HttpRequest(
             method, scope["path"], scope["query_string"], scope["headers"], body, receive, port
         )
-        response = await _call(handler, request, route)
-        await _send(send, response)
+        return await _call(handler, request, route), True
 
     def _not_found(self, path: str) -> Response:
         """404, in the envelope of the route the path lies under (/v1/messages/x: Anthropic's)."""
@@ -126,6 +135,39 @@ class App:
         return b"".join(parts)
 
 
+def _shut(route: Route | None, headers: Headers) -> bool:
+    """Whether a preflight must fail whatever the CORS policy: the control routes refuse
+    every cross-origin browser request (access.py), so no preflight may promise one."""
+    return route is not None and is_control(route.guard) and cross_origin(headers)
+
+
+# vLLM's refusal of a body that is not JSON, on every route that reads one.
+NOT_JSON = "Unsupported Media Type: Only 'application/json' is allowed"
+
+
+def _refusal(route: Route, method: str, headers: Headers) -> RequestError | None:
+    """What refuses a request before its body is read: the route's guard, then vLLM's media
+    rule. Every POST route reads a JSON body; the control routes' guard checks its media
+    type itself (415, and no Content-Type allowed), the others follow vLLM."""
+    guard = route.guard
+    if guard is not None:
+        refusal = guard(method, headers)
+        if refusal is not None:
+            return refusal
+    if method == "POST" and not is_control(guard) and not _declares_json(headers):
+        return validation_error(NOT_JSON)
+    return None
+
+
+def _declares_json(headers: Headers) -> bool:
+    """vLLM's test: the first Content-Type, lower-cased, is application/json up to its first
+    `;` (parameters such as a charset may follow). A missing one is not JSON."""
+    for name, value in headers:
+        if name == b"content-type":
+            return value.lower().partition(b";")[0] == JSON
+    return False
+
+
 def _method_response(route: Route, method: str) -> Response:
     allow = (b"allow", route.allow_header)
     if method == "OPTIONS":
@@ -148,11 +190,15 @@ async def _call(handler: Handler, request: HttpRequest, route: Route) -> AnyResp
         return _error(route, RequestError(500, "Internal server error"))
 
 
-async def _send(send: Send, response: AnyResponse) -> None:
+async def _send(
+    send: Send, response: AnyResponse, extra: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """Writes a response; `extra` headers (CORS) are added to its own."""
     if isinstance(response, StreamingResponse):
-        await _send_stream(send, response)
+        await _send_stream(send, response, extra)
         return
-    headers = [(b"content-length", str(len(response.body)).encode()), *response.headers]
+    length = (b"content-length", str(len(response.body)).encode())
+    headers = [length, *response.headers, *extra]
     if response.content_type:
         headers.append((b"content-type", response.content_type))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
@@ -171,11 +217,14 @@ async def _send(send: Send, response: AnyResponse) -> None:
 BODY_SLICE = 1 << 20
 
 
-async def _send_stream(send: Send, response: StreamingResponse) -> None:
+async def _send_stream(
+    send: Send, response: StreamingResponse, extra: Sequence[tuple[bytes, bytes]]
+) -> None:
     headers = [
         (b"content-type", response.content_type),
         (b"cache-control", b"no-cache"),
         *response.headers,
+        *extra,
     ]
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
 

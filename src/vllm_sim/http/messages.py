@@ -137,6 +137,16 @@ def error_body(error: RequestError) -> bytes:
     return _encoder.encode(ErrorBody(info))
 
 
+# vLLM answers a request its schema refuses with the HTTP phrase as the error type.
+VALIDATION_ERROR_TYPE = "Bad Request"
+
+
+def validation_error(entry: str, param: str | None = None) -> RequestError:
+    """A 400 worded as vLLM words a request that fails its schema (FastAPI's validation
+    error): the count, then the entry, indented. `param` names the field (`body.n`)."""
+    return RequestError(400, f"1 validation error:\n  {entry}", param, VALIDATION_ERROR_TYPE)
+
+
 def error_response(error: RequestError, headers: Headers | None = None) -> Response:
     return Response(error.status, error_body(error), JSON, headers or [])
 

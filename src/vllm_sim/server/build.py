@@ -26,6 +26,7 @@ from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.settings import latency_from_config, limits_from_config, synthesis_settings
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
 from vllm_sim.http.app import App
+from vllm_sim.http.cors import Cors, CorsPolicy
 from vllm_sim.metrics.catalogue import SchedulerGauges, VllmMetrics, fake_gauges, live_gauges
 from vllm_sim.metrics.fake import FakeMetricsDriver
 from vllm_sim.metrics.recorder import MetricsRecorder
@@ -116,7 +117,7 @@ def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
     routes = build_routes(
         ctx, metrics.registry, readiness, control, cfg.vllm_dev_mode, cfg.enable_sleep_mode, access
     )
-    app = App(routes, cfg.max_request_body_size_mb * MB)
+    app = App(routes, cfg.max_request_body_size_mb * MB, Cors(project(CorsPolicy, cfg)))
     return Instance(cfg, port, app, engine, readiness, control, background)
 
 

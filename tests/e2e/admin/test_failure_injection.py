@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from tests.support.errors import assert_openai_error
+from tests.support.errors import assert_openai_error, assert_validation_error
 from tests.support.fixtures import server_fixture
 from tests.support.metrics import (
     CHAT,
@@ -19,7 +19,6 @@ from tests.support.metrics import (
     E2E,
     GENERATION_TOTAL,
     HISTOGRAMS,
-    PARSE_PREFIX,
     PROMPT_TOTAL,
     RUNNING,
     WAITING,
@@ -177,10 +176,9 @@ def test_malformed_json_is_a_parse_error_before_injection(
     _, sim = injected
     with httpx.Client(base_url=sim.url, timeout=30) as client:
         for path in (CHAT, COMPLETIONS):
-            response = client.post(path, content=b'{"prompt": ', headers={"X-Return-Error": "503"})
-            assert_openai_error(
-                response, 400, error_type="BadRequestError", param=None, prefix=PARSE_PREFIX
-            )
+            headers = {"X-Return-Error": "503", "content-type": "application/json"}
+            response = client.post(path, content=b'{"prompt": ', headers=headers)
+            assert_validation_error(response, "body.11", "json_invalid")
 
 
 # ----------------------------------------------------------------- mixed types, rates
@@ -208,7 +206,10 @@ def test_rate_30_fails_about_30_percent() -> None:
         httpx.Client(base_url=sim.url, timeout=30) as client,
     ):
         body = b'{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}'
-        statuses = Counter(client.post(CHAT, content=body).status_code for _ in range(1000))
+        headers = {"content-type": "application/json"}
+        statuses = Counter(
+            client.post(CHAT, content=body, headers=headers).status_code for _ in range(1000)
+        )
         assert set(statuses) == {200, 503}
         # Binomial(1000, 0.3): mean 300, sd 14.5
         assert 240 <= statuses[503] <= 360, statuses

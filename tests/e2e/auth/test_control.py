@@ -112,13 +112,13 @@ def test_bodiless_posts_still_work(client: httpx.Client, path: str) -> None:
     assert response.status_code != 415
 
 
-def test_inference_routes_keep_their_content_type_rules(client: httpx.Client) -> None:
-    """Only control routes are strict; generation accepts what it accepted before."""
+def test_inference_routes_follow_vllms_content_type_rule(client: httpx.Client) -> None:
+    """Control routes answer 415; the others refuse as vLLM does (400, its wording)."""
     body = json.dumps({"messages": USER, "max_tokens": 2}).encode()
     response = client.post(
         "/v1/chat/completions", content=body, headers={"content-type": "text/plain"}
     )
-    assert response.status_code == 200
+    assert_openai_error(response, 400, error_type="Bad Request", contains="Unsupported Media")
 
 
 # ------------------------------------------------------------------ --disable-admin

@@ -206,12 +206,12 @@ ERRORS: list[tuple[str, dict[str, Any], str, str | None]] = [
         "Ignore_eos is true but max_completion_tokens (or max_tokens) is not set",
         None,
     ),
-    ("negative-id", gen_body([1, -1, 3], 2), "", "token_ids[1]"),
-    ("id-2**32", gen_body([1, 2, 2**32], 2), "", "token_ids[2]"),
-    ("float-id", gen_body([1.5], 2), "", "token_ids[0]"),
-    ("string-id", gen_body([1, "2"], 2), "", "token_ids[1]"),
-    ("bool-id", gen_body([1, 2, 3, True], 2), "", "token_ids[3]"),
-    ("null-id", gen_body([None], 2), "", "token_ids[0]"),
+    ("negative-id", gen_body([1, -1, 3], 2), "", "body.token_ids.1"),
+    ("id-2**32", gen_body([1, 2, 2**32], 2), "", "body.token_ids.2"),
+    ("float-id", gen_body([1.5], 2), "", "body.token_ids.0"),
+    ("string-id", gen_body([1, "2"], 2), "", "body.token_ids.1"),
+    ("bool-id", gen_body([1, 2, 3, True], 2), "", "body.token_ids.3"),
+    ("null-id", gen_body([None], 2), "", "body.token_ids.0"),
     (
         "stream-and-remote-decode",
         gen_body([1, 2], 2, stream=True, kv_transfer_params={"do_remote_decode": True}),
@@ -244,8 +244,10 @@ def test_invalid_requests_are_400(
 ) -> None:
     for stream in (False, True):
         sent = {**body, "stream": True} if stream else body
-        error = assert_openai_error(client.post(GENERATE, json=sent), 400)
-        assert error["type"] == "BadRequestError", error
+        # The body's schema refuses a token id, worded as vLLM words it.
+        schema = param is not None and param.startswith("body.")
+        kind = "Bad Request" if schema else "BadRequestError"
+        error = assert_openai_error(client.post(GENERATE, json=sent), 400, error_type=kind)
         if message:
             assert error["message"] == message, error
         if param is not None:

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.errors import assert_openai_error
+from tests.support.errors import assert_openai_error, assert_validation_error
 from tests.support.fixtures import server_fixture
 from tests.support.metrics import (
     CHAT,
@@ -32,7 +32,6 @@ from tests.support.metrics import (
     LORA_INFO,
     MAX_GENERATION_HIST,
     PARAMS_MAX_TOKENS,
-    PARSE_PREFIX,
     PREFILL,
     PROMPT_HIST,
     PROMPT_TOTAL,
@@ -193,10 +192,8 @@ def _rejections(ledger: Ledger, client: httpx.Client) -> None:
     assert_openai_error(response, 404, error_type="NotFoundError", param="model")
     response = client.post(COMPLETIONS, json={"prompt": "x", "max_tokens": 0})
     assert_openai_error(response, 400, error_type="BadRequestError", param="max_tokens")
-    response = client.post(CHAT, content=b"{not json")
-    assert_openai_error(
-        response, 400, error_type="BadRequestError", param=None, prefix=PARSE_PREFIX
-    )
+    response = client.post(CHAT, content=b"{not json", headers={"content-type": "application/json"})
+    assert_validation_error(response, "body.1", "json_invalid")
     ledger.rejected += [503, 503, 404, 400, 400]
 
 

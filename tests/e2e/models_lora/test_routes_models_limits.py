@@ -205,7 +205,7 @@ def test_chunked_body_over_the_limit_is_413(client: httpx.Client) -> None:
         for start in range(0, len(body), 64 * 1024):
             yield body[start : start + 64 * 1024]
 
-    response = client.post(CHAT, content=pieces())
+    response = client.post(CHAT, content=pieces(), headers={"content-type": "application/json"})
     assert_openai_error(response, 413)
 
 

@@ -14,13 +14,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.errors import assert_openai_error
+from tests.support.errors import VALIDATION_PREFIX, VALIDATION_TYPE, assert_openai_error
 from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.http import REQUEST_ID_RE
 from tests.support.metrics import (
     CHAT,
     COMPLETIONS,
-    PARSE_PREFIX,
     POD_HEADERS,
     RUNNING,
     chat,
@@ -93,7 +92,7 @@ ERRORS: list[tuple[str, dict[str, Any], bytes | None, dict[str, str], int, str |
     ("bad-x-return-error", {}, None, {"X-Return-Error": "abc"}, 400, None),
     ("unknown-model", {"model": "nope"}, None, {}, 404, "model"),
     ("validation", {"max_tokens": 0}, None, {}, 400, "max_tokens"),
-    ("malformed-json", {}, b"{not json", {}, 400, None),
+    ("malformed-json", {}, b"{not json", {"content-type": "application/json"}, 400, "body.1"),
 ]
 ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError"}
 
@@ -122,9 +121,11 @@ def test_errors_carry_the_headers(
     else:
         response = client.post(path, json=_body(path, False) | body, headers=headers)
     error_type = ERROR_TYPES.get(status, "InternalServerError")
+    if raw is not None:  # refused by the body's schema, worded as vLLM words it
+        error_type = VALIDATION_TYPE
     error = assert_openai_error(response, status, error_type=error_type, param=param)
     if raw is not None:
-        assert error["message"].startswith(PARSE_PREFIX), error
+        assert error["message"].startswith(VALIDATION_PREFIX), error
     assert_tagged(response, tagged, rid)
 
 

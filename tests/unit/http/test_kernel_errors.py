@@ -1,5 +1,6 @@
-"""The HTTP kernel answers its own errors (401/403/404/405/413/415/500/503) in the envelope
-of the route they concern, and runs a route's guard before it reads the body."""
+"""The HTTP kernel answers its own errors (400/401/403/404/405/413/415/500/503) in the
+envelope of the route they concern, and runs a route's guard and vLLM's media-type rule
+before it reads the body."""
 
 from __future__ import annotations
 
@@ -44,12 +45,15 @@ def call(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
+    headers = list(headers or [])
+    if method == "POST" and all(name != b"content-type" for name, _ in headers):
+        headers.append((b"content-type", b"application/json"))
     scope = {
         "type": "http",
         "method": method,
         "path": path,
         "query_string": b"",
-        "headers": headers or [],
+        "headers": headers,
         "server": ("127.0.0.1", 8000),
     }
     asyncio.run(app(scope, receive, send))
@@ -140,3 +144,59 @@ def test_control_guard_content_types() -> None:
         error = guard("POST", [(b"content-type", refused)])
         assert error is not None and error.status == 415
     assert guard("GET", [(b"content-type", b"text/plain")]) is None
+
+
+NOT_JSON = "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
+
+
+def test_a_post_body_must_be_json_as_vllm_requires() -> None:
+    server = app()
+    for refused in ([(b"content-type", b"text/plain")], [(b"content-type", b"")]):
+        status, body, read = call(server, "POST", "/plain", b"{}", refused)
+        assert (status, read) == (400, False)
+        assert body == {
+            "error": {"message": NOT_JSON, "type": "Bad Request", "param": None, "code": 400}
+        }
+    status, body, _ = call(server, "POST", "/anth", b"{}", [(b"content-type", b"text/plain")])
+    assert (status, body) == (400, {"type": "error", "error": {"status": 400}})  # its envelope
+
+
+def test_the_media_rule_reads_the_type_as_vllm_does() -> None:
+    server = app()
+    accepted = (b"application/json", b"Application/JSON", b"application/json; charset=utf-8")
+    for content_type in accepted:
+        assert call(server, "POST", "/anth", b"{}", [(b"content-type", content_type)])[0] == 200
+    refused = (
+        b"application/json ; charset=utf-8",  # vLLM compares up to the `;`, blanks included
+        b"application/json-patch+json",
+        b"application/jsonx",
+        b"text/json",
+    )
+    for content_type in refused:
+        status = call(server, "POST", "/anth", b"{}", [(b"content-type", content_type)])[0]
+        assert status == 400, content_type
+
+
+def test_no_content_type_is_refused_except_on_control_routes() -> None:
+    async def raw(headers: list[tuple[bytes, bytes]], path: str, server: App) -> int:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": path, "query_string": b""}
+        await server({**scope, "headers": headers, "server": None}, receive, send)
+        status: int = sent[0]["status"]
+        return status
+
+    server = App(
+        [Route("/api", {"POST": ok}), Route("/control", {"POST": ok}, guard=control_guard(None))],
+        max_body_bytes=10,
+    )
+    assert asyncio.run(raw([], "/api", server)) == 400  # vLLM refuses a missing type
+    assert asyncio.run(raw([], "/control", server)) == 200  # `curl -X POST .../sleep`
+    text = [(b"content-type", b"text/plain")]
+    assert asyncio.run(raw(text, "/control", server)) == 415  # the control guard's rule
