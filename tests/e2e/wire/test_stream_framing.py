@@ -175,7 +175,7 @@ def test_return_token_ids_gives_each_chunk_its_token(client: httpx.Client) -> No
 def test_the_sdk_reads_the_finish_from_the_last_token(sdk: openai.OpenAI) -> None:
     stream = sdk.chat.completions.create(
         model="test-model",
-        messages=MESSAGES,
+        messages=[{"role": "user", "content": "Hello there"}],
         max_tokens=4,
         stream=True,
         extra_body={"ignore_eos": True},
