@@ -414,7 +414,7 @@ def check_stream(raw: bytes, framing: Framing, where: str) -> int:
     name, data = events[-1]
     payload = json.loads(data)
     if framing == "responses":
-        assert name in ("response.completed", "response.incomplete", "error"), (name, where)
+        assert name in ("response.completed", "error"), (name, where)
         if name == "error":
             assert int(payload["code"]) < 500, ("5xx error event", payload, where)
     else:

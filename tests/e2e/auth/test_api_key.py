@@ -139,6 +139,13 @@ def test_messages_take_x_api_key_or_bearer(client: httpx.Client, path: str) -> N
         assert_anthropic_error(response, 401, error_type="authentication_error")
 
 
+def test_stored_responses_need_a_key(client: httpx.Client) -> None:
+    for method, path in (("GET", "/v1/responses/resp_1"), ("POST", "/v1/responses/resp_1/cancel")):
+        assert_openai_error(call(client, method, path, None), 401)
+        keyed = call(client, method, path, None, **bearer(KEYS[0]))
+        assert_openai_error(keyed, 404, error_type="invalid_request_error", param="response_id")
+
+
 def test_x_api_key_is_only_for_messages(client: httpx.Client) -> None:
     response = client.get("/v1/models", headers={"x-api-key": KEYS[0]})
     assert_openai_error(response, 401)
