@@ -8,7 +8,7 @@ import random
 from tests.support.virtual_time import LoopClockScheduler
 from tests.unit.engine.test_core import MS, make_engine, request, run
 from vllm_sim.engine.content import ContentSource
-from vllm_sim.engine.core import Engine, EngineLimits
+from vllm_sim.engine.core import Engine, EngineLimits, PauseMode
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.toolcalls import ToolCallOutput
 from vllm_sim.engine.kvcache.cache import BlockCache
@@ -17,6 +17,11 @@ from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
+
+
+def pause_of(engine: Engine) -> PauseMode | None:
+    """The engine's pause state, read anew (not narrowed by an earlier assert)."""
+    return engine.paused
 
 
 async def until(stream: RequestStream, emitted: int) -> None:
@@ -32,11 +37,11 @@ def test_keep_freezes_running_requests_until_resume() -> None:
         seq = stream.sequences[0]
         assert seq.emitted == 2
         engine.pause("keep")
-        assert engine.paused == "keep"
+        assert pause_of(engine) == "keep"
         await asyncio.sleep(0.1)
         assert seq.emitted == 2 and not stream.done  # no token while frozen
         engine.resume()
-        assert engine.paused is None
+        assert pause_of(engine) is None
         await stream.wait_done()
         # The remaining three tokens came 10 ms apart after the 100 ms pause.
         assert seq.t_finished is not None
