@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -14,6 +14,7 @@ import pytest
 from tests.support.errors import assert_openai_error
 from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.http import chat_body, json_ok, parse_sse, post
+from tests.support.metrics import RUNNING, scrape
 from tests.support.server import SimServer
 from vllm_sim.api.server_info import VLLM_VERSION
 
@@ -23,11 +24,10 @@ POOLING = ("/pooling", "/classify", "/score", "/v1/score", "/rerank", "/v1/reran
 
 keyed = server_fixture(["--api-key", KEY])
 keyed_http = http_fixture("keyed")
-tracked = server_fixture(
-    ["--enable-server-load-tracking", "--max-num-seqs", "2", "--time-to-first-token", "600ms"]
-)
+SLOW = ["--latency-calculator", "constant", "--time-to-first-token", "2s", "--max-num-seqs", "2"]
+tracked = server_fixture(["--enable-server-load-tracking", *SLOW])
 tracked_http = http_fixture("tracked")
-slow = server_fixture(["--time-to-first-token", "600ms"])
+slow = server_fixture(SLOW)
 slow_http = http_fixture("slow")
 sim_dev = server_fixture(env={"VLLM_SERVER_DEV_MODE": "1"})
 
@@ -92,7 +92,7 @@ def test_invocations_errors_are_the_dispatched_endpoints(http: httpx.Client) -> 
 
 
 def _in_flight(client: httpx.Client, count: int, stream: bool) -> Iterator[threading.Thread]:
-    """Starts `count` chat requests (ttft 600 ms) on threads."""
+    """Starts `count` chat requests (each takes 2 s) on threads."""
     body = json.dumps(chat_body(max_tokens=2, stream=stream))
 
     def send() -> None:
@@ -112,13 +112,19 @@ def _load(client: httpx.Client) -> int:
     return value
 
 
+def _until(check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 1.8  # within the requests' 2 s
+    while not check():
+        assert time.monotonic() < deadline, "the requests never got in flight"
+        time.sleep(0.02)
+
+
 @pytest.mark.timing
 def test_load_counts_requests_in_flight_when_tracking(tracked_http: httpx.Client) -> None:
     assert _load(tracked_http) == 0
     # Three requests on two slots: the waiting one counts too (vLLM counts HTTP requests).
     threads = [*_in_flight(tracked_http, 2, stream=True), *_in_flight(tracked_http, 1, False)]
-    time.sleep(0.3)
-    assert _load(tracked_http) == 3
+    _until(lambda: _load(tracked_http) == 3)
     for thread in threads:
         thread.join()
     assert _load(tracked_http) == 0
@@ -131,7 +137,7 @@ def test_load_counts_requests_in_flight_when_tracking(tracked_http: httpx.Client
 @pytest.mark.timing
 def test_load_is_zero_without_tracking(slow_http: httpx.Client) -> None:
     threads = list(_in_flight(slow_http, 2, stream=False))
-    time.sleep(0.3)
+    _until(lambda: scrape(slow_http).value(RUNNING) == 2)
     assert _load(slow_http) == 0
     for thread in threads:
         thread.join()
