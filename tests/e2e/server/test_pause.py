@@ -15,6 +15,7 @@ import pytest
 from tests.support.errors import assert_openai_error
 from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.http import chat_body, json_ok, post
+from tests.support.metrics import scrape
 
 pytestmark = pytest.mark.timing
 
@@ -113,6 +114,7 @@ def test_abort_ends_streams_with_what_they_had(client: httpx.Client) -> None:
 
 
 def test_non_streamed_request_aborted_by_pause(client: httpx.Client) -> None:
+    aborted = scrape(client).success("test-model").get("abort", 0.0)
     body = chat_body(max_tokens=TOKENS, ignore_eos=True)
     pending = _later(lambda: post(client, "/v1/chat/completions", body))
     time.sleep(0.3)
@@ -121,6 +123,8 @@ def test_non_streamed_request_aborted_by_pause(client: httpx.Client) -> None:
     choice = answer["choices"][0]
     assert choice["finish_reason"] == "abort"
     assert 0 < answer["usage"]["completion_tokens"] < TOKENS
+    # vLLM counts a request its engine aborted under finished_reason="abort".
+    assert scrape(client).success("test-model")["abort"] == aborted + 1
     assert client.post("/resume").status_code == 200
 
 
