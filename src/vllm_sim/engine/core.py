@@ -587,18 +587,19 @@ class Engine:
                     self._end_aborted(seq, now)
 
     def _end_aborted(self, seq: Sequence, now: float) -> None:
-        if seq.state is SeqState.WAITING:
+        running = seq.state is SeqState.RUNNING
+        if not running:
             self.num_waiting -= 1  # its queue entry is skipped when reached
-        else:
-            self._release(seq)  # its clock entry is skipped when popped
         _keep_released(seq)
-        seq.state = SeqState.FINISHED
+        seq.state = SeqState.FINISHED  # its clock entry, if any, is skipped when popped
         seq.finish_reason = Finish.ABORT
         seq.t_finished = now
         try:
+            if running:
+                self._release(seq)
             self.observer.sequence_aborted(seq)
-        except Exception:  # the request still ends; only its metrics are lost
-            log.exception("recording the abort of request %s failed", seq.request.request_id)
+        except Exception:  # the request still ends, and its slot is given back already
+            log.exception("aborting request %s failed", seq.request.request_id)
         seq.stream.sequence_finished()
 
     def stop_all(self, message: str) -> int:
