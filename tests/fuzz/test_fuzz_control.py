@@ -1,6 +1,6 @@
 """Fuzzes the routes that change or report on the server: /admin/config, /fake_metrics,
-LoRA loading and unloading, /sleep and /wake_up, the read-only GET routes under every
-method, and paths no route serves.
+LoRA loading and unloading, /sleep and /wake_up, /pause and /resume, /reset_prefix_cache,
+the read-only GET routes under every method, and paths no route serves.
 
 The server runs in dev mode with sleep mode and fake metrics on, so that every control
 route does its work instead of refusing. /fake_metrics answers a bad update with a 500 on
@@ -10,6 +10,7 @@ purpose (as the reference does); the harness counts those apart and checks their
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
@@ -43,7 +44,22 @@ LOAD = Route("/v1/load_lora_adapter")
 UNLOAD = Route("/v1/unload_lora_adapter")
 SLEEP = Route("/sleep")
 WAKE_UP = Route("/wake_up")
-READ_ONLY = ("/health", "/health/ready", "/metrics", "/v1/models", "/is_sleeping", "/admin/config")
+PAUSE = Route("/pause")
+RESUME = Route("/resume")
+RESET_PREFIX_CACHE = Route("/reset_prefix_cache")
+READ_ONLY = (
+    "/health",
+    "/health/ready",
+    "/metrics",
+    "/v1/models",
+    "/is_sleeping",
+    "/admin/config",
+    "/ping",
+    "/version",
+    "/load",
+    "/is_paused",
+    "/v1/responses/resp_missing",
+)
 ALL_PATHS = (
     *READ_ONLY,
     "/v1/chat/completions",
@@ -61,8 +77,15 @@ ALL_PATHS = (
     "/v1/unload_lora_adapter",
     "/sleep",
     "/wake_up",
+    "/pause",
+    "/resume",
+    "/reset_prefix_cache",
+    "/invocations",
+    "/v1/messages/count_tokens",
 )
-KNOWN = {route.path: route for route in (FAKE_METRICS,)}
+STORED_RESPONSE = Route("/v1/responses/resp_missing", error_types={404: "invalid_request_error"})
+KNOWN = {route.path: route for route in (FAKE_METRICS, STORED_RESPONSE)}
+STORED = re.compile(r"/v1/responses/[^/]+(/cancel)?")
 FAKE_START = {"running-requests": 1}
 target = target_fixture(
     ["--max-loras", "4", "--enable-sleep-mode", "--fake-metrics", json.dumps(FAKE_START)],
@@ -160,6 +183,11 @@ queries = st.sampled_from(
     lambda q: "?" + q
 )  # fmt: skip
 sleep_bodies = optional(level=st.integers(0, 3) | JUNK, tags=JUNK)
+pause_queries = st.sampled_from(
+    ["", "?mode=abort", "?mode=wait", "?mode=keep", "?mode=", "?mode=bogus&mode=keep",
+     "?wait_for_inflight_requests=true", "?clear_cache=false", "?clear_cache=maybe",
+     "?reset_running_requests=1", "?reset_external=on", "?reset_running_requests=%ff"]
+) | queries  # fmt: skip
 
 
 @st.composite
@@ -187,9 +215,15 @@ def any_requests(draw: st.DrawFn, paths: st.SearchStrategy[str]) -> Probe:
     return Probe(method, draw(paths) + draw(queries), tuple(headers.items()), body)
 
 
+@st.composite
+def with_pause_query(draw: st.DrawFn, probes: st.SearchStrategy[Probe]) -> Probe:
+    probe = draw(probes)
+    return Probe(probe.method, probe.path + draw(pause_queries), probe.headers, probe.content)
+
+
 def _unknown_paths() -> st.SearchStrategy[str]:
     under = st.tuples(st.sampled_from(ALL_PATHS), path_text).map(lambda t: f"{t[0]}/{t[1]}")
-    return under | path_text.map(lambda p: "/" + p) | st.just("/v1/messages/count_tokens")
+    return under | path_text.map(lambda p: "/" + p) | st.just("/v1/messages/batches")
 
 
 # ------------------------------------------------------------------ tests
@@ -231,12 +265,32 @@ def test_wake_up(target: Target, probe: Probe) -> None:
     exchange(target, WAKE_UP, probe)
 
 
+@route_settings()
+@given(probe=with_pause_query(requests(PAUSE.path, sleep_bodies, {})))
+def test_pause(target: Target, probe: Probe) -> None:
+    exchange(target, PAUSE, probe)
+    resumed = target.client.post(RESUME.path)  # the rest of the suite needs a running engine
+    assert resumed.status_code == 200, resumed.text
+
+
+@route_settings()
+@given(probe=with_pause_query(requests(RESUME.path, sleep_bodies, {})))
+def test_resume(target: Target, probe: Probe) -> None:
+    exchange(target, RESUME, probe)
+
+
+@route_settings()
+@given(probe=with_pause_query(requests(RESET_PREFIX_CACHE.path, sleep_bodies, {})))
+def test_reset_prefix_cache(target: Target, probe: Probe) -> None:
+    exchange(target, RESET_PREFIX_CACHE, probe)
+
+
 @pytest.mark.parametrize("path", READ_ONLY)
 @route_settings()
 @given(data=st.data())
 def test_read_only_routes(target: Target, path: str, data: st.DataObject) -> None:
     probe = data.draw(any_requests(st.just(path)))
-    exchange(target, Route(path), probe, name=f"any {path}")
+    exchange(target, KNOWN.get(path, Route(path)), probe, name=f"any {path}")
 
 
 @route_settings()
@@ -247,12 +301,16 @@ def test_unknown_paths(target: Target, probe: Probe) -> None:
     path = httpx.URL(target.server.url + probe.path).path
     under_messages = path == "/v1/messages" or path.startswith("/v1/messages/")
     route = KNOWN.get(path, Route(path, envelope="anthropic" if under_messages else "openai"))
+    if STORED.fullmatch(path):  # a stored response's routes answer vLLM's error type
+        route = Route(path, error_types=STORED_RESPONSE.error_types)
     exchange(target, route, probe, name="any unknown path")
 
 
 def test_still_serving(target: Target) -> None:
     wake = target.client.post("/wake_up")
     assert wake.status_code == 200, wake.text
+    resumed = target.client.post(RESUME.path)  # a dot-segment path may have reached /pause
+    assert resumed.status_code == 200, resumed.text
     reset = target.client.post(ADMIN.path, json={**RESET, "failure-types": []})
     assert reset.status_code == 200, reset.text
     body: dict[str, Any] = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}

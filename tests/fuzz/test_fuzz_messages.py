@@ -1,5 +1,6 @@
-"""Fuzzes /v1/messages (Anthropic): errors in Anthropic's envelope, streams that end with
-message_stop or an error event, and tools[].input_schema drawn from every schema keyword.
+"""Fuzzes /v1/messages (Anthropic) and /v1/messages/count_tokens: errors in Anthropic's
+envelope, streams that end with message_stop or an error event, and tools[].input_schema
+drawn from every schema keyword.
 
 The server skips tool validation, so that every drawn input_schema reaches the value
 generator; the whitelist itself is fuzzed through the OpenAI routes.
@@ -26,6 +27,7 @@ from tests.support.fuzz_harness import (
 from tests.support.fuzz_schemas import ANY_SCHEMAS
 
 MESSAGES = Route("/v1/messages", envelope="anthropic", framing="anthropic")
+COUNT_TOKENS = Route("/v1/messages/count_tokens", envelope="anthropic")
 
 target = target_fixture(["--skip-tool-validation"])
 
@@ -116,10 +118,28 @@ FIELDS = {
 }
 
 
+# count_tokens takes the conversation without the generation knobs.
+count_bodies = st.fixed_dictionaries(
+    {"model": st.just(MODEL), "messages": _messages()},
+    optional={
+        "system": text | st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": text})),
+        "tools": _tools(),
+        "tool_choice": tool_choices,
+    },
+)
+COUNT_FIELDS = {key: FIELDS[key] for key in ("model", "messages", "system", "tools")}
+
+
 @route_settings()
 @given(probe=requests(MESSAGES.path, bodies, FIELDS))
 def test_messages(target: Target, probe: Probe) -> None:
     exchange(target, MESSAGES, probe)
+
+
+@route_settings()
+@given(probe=requests(COUNT_TOKENS.path, count_bodies, COUNT_FIELDS))
+def test_count_tokens(target: Target, probe: Probe) -> None:
+    exchange(target, COUNT_TOKENS, probe)
 
 
 def test_still_serving(target: Target) -> None:

@@ -1,4 +1,5 @@
-"""Fuzzes the OpenAI generation routes: /v1/chat/completions, /v1/completions, /v1/responses.
+"""Fuzzes the OpenAI generation routes: /v1/chat/completions, /v1/completions, /v1/responses,
+and SageMaker's /invocations, which dispatches to the first two.
 
 Bodies are valid ones with a few places broken, JSON Schemas drawn for response_format,
 tools[].function.parameters and text.format, streams read to their end.
@@ -42,7 +43,9 @@ from tests.support.fuzz_schemas import ANY_SCHEMAS
 
 CHAT = Route("/v1/chat/completions", framing="openai")
 COMPLETIONS = Route("/v1/completions", framing="openai")
-RESPONSES = Route("/v1/responses", framing="responses")
+# An unknown previous_response_id is vLLM's 404 of type invalid_request_error.
+RESPONSES = Route("/v1/responses", framing="responses", error_types={404: "invalid_request_error"})
+INVOCATIONS = Route("/invocations", framing="openai")
 
 target = target_fixture()
 
@@ -175,6 +178,14 @@ response_bodies = st.fixed_dictionaries(
         "metadata": optional(k=text),
         "temperature": st.floats(0, 2),
         "top_p": st.floats(0, 1),
+        "store": st.booleans(),
+        "previous_response_id": st.sampled_from(["resp_missing", ""]),
+        "parallel_tool_calls": st.booleans(),
+        "max_tool_calls": st.integers(0, 3),
+        "reasoning": optional(effort=st.sampled_from(["low", "high"])),
+        "service_tier": st.sampled_from(["auto", "default", "flex", "scale", "priority"]),
+        "truncation": st.sampled_from(["auto", "disabled"]),
+        "user": text,
     },
 )
 RESPONSE_FIELDS = {
@@ -190,7 +201,17 @@ RESPONSE_FIELDS = {
     "instructions": JUNK,
     "ignore_eos": flags(),
     "temperature": thresholds,
+    "store": flags(),
+    "background": flags(),
+    "previous_response_id": JUNK,
+    "prompt": JUNK,
+    "service_tier": JUNK,
+    "truncation": JUNK,
+    "max_tool_calls": JUNK,
 }
+# SageMaker's entry point sees either shape, broken either way.
+invocation_bodies = chat_bodies | completion_bodies
+INVOCATION_FIELDS = {**COMPLETION_FIELDS, **CHAT_FIELDS, "inputs": JUNK}
 
 
 @route_settings()
@@ -209,6 +230,12 @@ def test_completions(target: Target, probe: Probe) -> None:
 @given(probe=requests(RESPONSES.path, response_bodies, RESPONSE_FIELDS))
 def test_responses(target: Target, probe: Probe) -> None:
     exchange(target, RESPONSES, probe)
+
+
+@route_settings()
+@given(probe=requests(INVOCATIONS.path, invocation_bodies, INVOCATION_FIELDS))
+def test_invocations(target: Target, probe: Probe) -> None:
+    exchange(target, INVOCATIONS, probe)
 
 
 def test_still_serving(target: Target) -> None:

@@ -45,6 +45,9 @@ class Route:
     # A route that answers a client mistake with a 500 on purpose, as the reference does
     # (only the deprecated /fake_metrics): such a 500 must carry this message prefix.
     documented_500: str | None = None
+    # Error types a route may answer beside the status's usual one, as vLLM does
+    # (`invalid_request_error` for an unknown stored response's 404).
+    error_types: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +342,7 @@ def exchange(target: Target, route: Route, probe: Probe, name: str | None = None
     assert status < 500, (status, response.text[:1000], where)
     content_type = response.headers.get("content-type", "")
     if status >= 400 and probe.method != "HEAD":
-        _check_envelope(response, route.envelope)
+        _check_envelope(response, route)
     elif status == 200 and content_type.startswith("text/event-stream"):
         figures.stream_errors += check_stream(response.content, route.framing, where)
     elif status == 200 and content_type.startswith("application/json") and response.content:
@@ -372,11 +375,24 @@ def _send(client: httpx.Client, probe: Probe) -> httpx.Response:
         raise AssertionError(f"dropped: {error!r} on {probe.describe()[:2000]}") from None
 
 
-def _check_envelope(response: httpx.Response, envelope: Envelope) -> None:
-    if envelope == "anthropic":
+def _check_envelope(response: httpx.Response, route: Route) -> None:
+    if route.envelope == "anthropic":
         assert_anthropic_error(response, response.status_code)
+        return
+    also = route.error_types.get(response.status_code)
+    if also is not None and _error_type(response) == also:
+        assert_openai_error(response, error_type=also)
     else:
         assert_openai_error(response)
+
+
+def _error_type(response: httpx.Response) -> object:
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    return error.get("type") if isinstance(error, dict) else None
 
 
 # ------------------------------------------------------------------ streams
@@ -414,7 +430,7 @@ def check_stream(raw: bytes, framing: Framing, where: str) -> int:
     name, data = events[-1]
     payload = json.loads(data)
     if framing == "responses":
-        assert name in ("response.completed", "response.incomplete", "error"), (name, where)
+        assert name in ("response.completed", "error"), (name, where)
         if name == "error":
             assert int(payload["code"]) < 500, ("5xx error event", payload, where)
     else:

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from vllm_sim.api.body import decode_body
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import (
     ChatMessage,
@@ -23,13 +24,21 @@ from vllm_sim.api.conversation import (
 )
 from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.api.streaming import named_event
-from vllm_sim.api.tools import ToolChoice, ToolChoiceMode, parse_tools, plan_tools, tool_candidates
+from vllm_sim.api.tools import (
+    Tool,
+    ToolChoice,
+    ToolChoiceMode,
+    parse_tools,
+    plan_tools,
+    tool_candidates,
+)
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.stops import StopRules
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
+from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -59,6 +68,16 @@ class MessagesRequest(msgspec.Struct):
     ignore_eos: bool | None = None
     stop_sequences: list[str] | None = None
     temperature: float | None = None
+
+
+class CountTokensRequest(msgspec.Struct):
+    """POST /v1/messages/count_tokens: a Messages request without the generation knobs."""
+
+    model: str | None = None
+    messages: list[Any] | None = None
+    system: str | list[Any] | None = None
+    tools: list[Any] | None = None
+    tool_choice: dict[str, Any] | None = None
 
 
 def error_payload(error: RequestError) -> dict[str, Any]:
@@ -151,7 +170,7 @@ def _message(raw: object, where: str) -> list[ChatMessage]:
     return own + results
 
 
-def _messages(body: MessagesRequest) -> list[ChatMessage]:
+def _messages(body: MessagesRequest | CountTokensRequest) -> list[ChatMessage]:
     converted: list[ChatMessage] = []
     if body.system is not None:
         system = _text_of(body.system, "system")
@@ -181,7 +200,10 @@ def _tool_choice(raw: object) -> ToolChoice:
     return ToolChoice(modes[kind])
 
 
-def _tool_plan(ctx: ApiContext, body: MessagesRequest) -> ToolPlan | None:
+def _tools(
+    ctx: ApiContext, body: MessagesRequest | CountTokensRequest
+) -> tuple[list[Tool] | None, ToolChoice]:
+    """The request's tools (Anthropic's `input_schema` read as parameters) and choice."""
     raw_tools = body.tools
     if raw_tools is not None and not isinstance(raw_tools, list):
         raise _fail("tools must be an array", "tools")
@@ -193,7 +215,11 @@ def _tool_plan(ctx: ApiContext, body: MessagesRequest) -> ToolPlan | None:
     ]
     skip = ctx.settings.skip_tool_validation
     tools = parse_tools(flat if raw_tools is not None else None, skip)
-    choice = _tool_choice(body.tool_choice)
+    return tools, _tool_choice(body.tool_choice)
+
+
+def _tool_plan(ctx: ApiContext, body: MessagesRequest) -> ToolPlan | None:
+    tools, choice = _tools(ctx, body)
     candidates = tool_candidates(tools, choice)
     forced = choice.mode in ("required", "named")
     max_calls = 1 if choice.mode == "named" else None
@@ -234,6 +260,29 @@ class MessagesEndpoint(Endpoint[MessagesRequest]):
 
     def error_body(self, error: RequestError) -> bytes:
         return msgspec.json.encode(error_payload(error))
+
+
+_count_decoder = msgspec.json.Decoder(CountTokensRequest)
+
+
+def count_tokens(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
+    """POST /v1/messages/count_tokens: the input tokens /v1/messages would count for the same
+    body (same conversion and rendering), in vLLM's answer shape."""
+    body = decode_body(request.body, _count_decoder)
+    if not body.model:
+        raise _fail("model is required", "model")  # vLLM requires it here, unlike /v1/messages
+    ctx.resolve_model(body.model)
+    if body.messages is None:
+        raise _fail("messages is required", "messages")
+    try:
+        turns = read_conversation(_messages(body)).turns
+        _tools(ctx, body)  # checked as /v1/messages checks them, though they add no tokens
+    except RecursionError:
+        raise RequestError(400, "The request is nested too deeply") from None
+    count = len(ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns)))
+    return json_response(
+        {"input_tokens": count, "context_management": {"original_input_tokens": count}}
+    )
 
 
 def stop_reason(seq: Sequence) -> str:

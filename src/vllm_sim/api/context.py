@@ -12,6 +12,7 @@ from typing import TypeVar, TypeVarTuple
 
 from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.omni import ImageEmission
+from vllm_sim.api.response_store import ResponseStore
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.errors import RequestError
@@ -90,6 +91,8 @@ class ApiContext:
     worker: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="vllm-sim-worker")
     )
+    # Finished /v1/responses answers (off unless VLLM_ENABLE_RESPONSES_API_STORE is set).
+    responses: ResponseStore = field(default_factory=ResponseStore)
     # Read on every request, so copied out of the settings once.
     _served: frozenset[str] = field(init=False)
     _display_model: str = field(init=False)

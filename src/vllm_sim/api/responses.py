@@ -3,15 +3,20 @@
 A turn answers with one assistant message, or with exactly one function call when tools
 are offered and no tool output is in the input yet, as an agent loop expects. Objects
 and events carry the fields the official SDK reads (`sequence_number`, `output_index`,
-`content_index`, item ids, `status: incomplete` when cut short).
+`content_index`, item ids, `status: incomplete` when cut short) and the key set vLLM
+sends; a stream always ends with `response.completed`, as vLLM's does. With the store on,
+answers are kept and `previous_response_id` continues the conversation they ended.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from collections.abc import Callable
+from typing import Any, Literal
 
 import msgspec
 
+from vllm_sim.api.capabilities import Capabilities
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import (
     ChatMessage,
@@ -24,6 +29,7 @@ from vllm_sim.api.conversation import (
 )
 from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.api.logprobs import ChatLogprobs, check_logprobs_count
+from vllm_sim.api.response_store import ResponseStore, not_found
 from vllm_sim.api.streaming import named_event
 from vllm_sim.api.tools import (
     parse_tool_choice,
@@ -37,11 +43,21 @@ from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
+from vllm_sim.http.messages import encode_json
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
+NO_STORE_FOR_BACKGROUND = (
+    "This vLLM engine does not support `store=True` and therefore does not support the "
+    "background mode. To enable these features, set the environment variable "
+    "`VLLM_ENABLE_RESPONSES_API_STORE=1` when launching the vLLM server."
+)
+ServiceTier = Literal["auto", "default", "flex", "scale", "priority"]
+Truncation = Literal["auto", "disabled"]
 
 
-class ResponsesRequest(msgspec.Struct):
+# weakref: the conversation a request was planned with is kept beside its body (see
+# Conversations), for as long as the body lives.
+class ResponsesRequest(msgspec.Struct, weakref=True):
     input: str | list[Any] | msgspec.UnsetType | None = msgspec.UNSET
     model: str | None = None
     stream: bool | None = None
@@ -57,6 +73,16 @@ class ResponsesRequest(msgspec.Struct):
     metadata: dict[str, Any] | None = None
     temperature: float | None = None
     top_p: float | None = None
+    previous_response_id: str | None = None
+    store: bool | None = None  # vLLM's default is true; it only counts with the store on
+    background: bool | None = None
+    parallel_tool_calls: bool | None = None
+    max_tool_calls: int | None = None
+    prompt: Any = None  # prompt templates: refused, as vLLM does
+    reasoning: dict[str, Any] | None = None
+    service_tier: ServiceTier | None = None
+    truncation: Truncation | None = None
+    user: str | None = None
 
 
 # ---------------------------------------------------------------- input items
@@ -170,16 +196,6 @@ def _tool_plan(ctx: ApiContext, body: ResponsesRequest) -> ToolPlan | None:
     return plan_tools(candidates, forced, ctx.engine.content.synthesis, max_calls=1)
 
 
-def _text_echo(raw: object) -> dict[str, Any]:
-    """The `text` object the response echoes: the format asked for, else plain text."""
-    fmt = raw.get("format") if isinstance(raw, dict) else None
-    if not isinstance(fmt, dict) or fmt.get("type", "text") == "text":
-        return {"format": {"type": "text"}}
-    if fmt.get("type") == "json_object":
-        return {"format": {"type": "json_object"}}
-    return {"format": fmt}
-
-
 def _json_plan(ctx: ApiContext, raw: object) -> JsonPlan | None:
     """The JSON the output must be, if `text.format` asks for JSON."""
     fmt = raw.get("format") if isinstance(raw, dict) else None
@@ -197,8 +213,59 @@ def _json_plan(ctx: ApiContext, raw: object) -> JsonPlan | None:
     raise _fail(f"unknown text.format type: {kind}", "text.format.type")
 
 
+def _check_stateful_options(store: ResponseStore, body: ResponsesRequest) -> None:
+    """vLLM's rules on the options that need its store or its prompt templates."""
+    if body.prompt is not None:
+        raise _fail("prompt template is not supported", "prompt")
+    if not body.background:
+        return
+    if body.store is False:
+        raise _fail("background can only be used when `store` is true", "background")
+    if not store.enabled:
+        raise _fail(NO_STORE_FOR_BACKGROUND, "background")
+    raise _fail(
+        "background responses are not simulated: send the request without `background`",
+        "background",
+    )
+
+
+def _prior_conversation(store: ResponseStore, previous_id: str | None) -> list[ChatMessage]:
+    """The conversation `previous_response_id` ended: its messages, then its output."""
+    if previous_id is None:
+        return []
+    entry = store.get(previous_id)
+    if entry is None:
+        raise not_found(previous_id)
+    return entry.conversation
+
+
+def _keeps(ctx: ApiContext, body: ResponsesRequest) -> bool:
+    """Whether this request's answer is stored (`store` defaults to true, as in vLLM)."""
+    return ctx.responses.enabled and body.store is not False
+
+
+class Conversations:
+    """The conversation each request to be stored was planned with, until its body is
+    freed: planning and answering see the same body, but no other state in common."""
+
+    def __init__(self) -> None:
+        self._by_body: dict[int, list[ChatMessage]] = {}
+
+    def remember(self, body: ResponsesRequest, conversation: list[ChatMessage]) -> None:
+        key = id(body)
+        self._by_body[key] = conversation
+        weakref.finalize(body, self._by_body.pop, key, None)
+
+    def recall(self, body: ResponsesRequest) -> list[ChatMessage]:
+        return self._by_body.get(id(body), [])
+
+
 class ResponsesEndpoint(Endpoint[ResponsesRequest]):
     decoder = msgspec.json.Decoder(ResponsesRequest)
+
+    def __init__(self, path: str, capabilities: Capabilities) -> None:
+        super().__init__(path, capabilities)
+        self._conversations = Conversations()
 
     def options(self, body: ResponsesRequest) -> Options:
         return Options(
@@ -211,20 +278,46 @@ class ResponsesEndpoint(Endpoint[ResponsesRequest]):
 
     def plan(self, ctx: ApiContext, body: ResponsesRequest) -> Plan:
         check_logprobs_count(body.top_logprobs, "top_logprobs")
+        _check_stateful_options(ctx.responses, body)
+        prior = _prior_conversation(ctx.responses, body.previous_response_id)
         json_plan = _json_plan(ctx, body.text)
         tools = _tool_plan(ctx, body)
         messages = input_messages(body.input)
-        turns = read_conversation(messages).turns
+        conversation = [*prior, *messages]
+        turns = read_conversation(conversation).turns
         token_ids = ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns)) if turns else []
+        if _keeps(ctx, body):
+            self._conversations.remember(body, conversation)
         return Plan([Prompt(token_ids, _echo_text(messages))], tools, json_plan)
 
     def chunks(self, call: Call[ResponsesRequest]) -> ResponseEvents:
-        return ResponseEvents(ResponseShape(call))
+        return ResponseEvents(ResponseShape(call), self._keep)
 
     def answer(self, call: Call[ResponsesRequest]) -> dict[str, Any]:
         shape = ResponseShape(call)
         seq = call.stream.sequences[0]
-        return shape.response(seq, [output_item(seq, shape, done=True)])
+        response = shape.response(seq, [output_item(seq, shape, done=True)])
+        self._keep(call, seq, response)
+        return response
+
+    def _keep(self, call: Call[ResponsesRequest], seq: Sequence, response: dict[str, Any]) -> None:
+        """Stores a finished response, with the conversation it continues."""
+        if not _keeps(call.ctx, call.body):
+            return
+        conversation = [*self._conversations.recall(call.body), _as_message(seq)]
+        call.ctx.responses.put(response["id"], encode_json(response), conversation)
+
+
+def _as_message(seq: Sequence) -> ChatMessage:
+    """A finished turn as the message a later turn sees in its history."""
+    if seq.tool_calls:
+        call = seq.tool_calls[0]
+        return ChatMessage(
+            "assistant",
+            None,
+            [ToolCall(FunctionCall(call.name, call.arguments), f"call_{call.id}")],
+        )
+    return ChatMessage("assistant", "".join(seq.output_pieces))
 
 
 def _logprob_alternatives(body: ResponsesRequest) -> int | None:
@@ -240,18 +333,24 @@ class ResponseShape:
 
     def __init__(self, call: Call[ResponsesRequest]) -> None:
         body = call.body
+        self.call = call
         self.id = f"resp_{call.request_id}"
         self.message_id = f"msg_{call.request_id}"
         self.model = call.model
         self.body = body
-        self.text = _text_echo(body.text)
         alternatives = _logprob_alternatives(body)
+        self.top_logprobs = alternatives
         self.logprobs = None if alternatives is None else ChatLogprobs(alternatives)
         self.created_at = int(call.stream.request.arrival_time)
+        # vLLM answers the max_tokens it sampled with: the context's room when none is set.
+        room = call.ctx.settings.max_model_len - call.stream.sequences[0].prompt_tokens
+        asked = body.max_output_tokens
+        self.max_output_tokens = room if asked is None else min(asked, room)
 
     def response(
         self, seq: Sequence | None, output: list[dict[str, Any]], status: str = ""
     ) -> dict[str, Any]:
+        """The response object, with vLLM's keys in vLLM's order."""
         body = self.body
         incomplete = (
             seq is not None and seq.finish_reason == Finish.LENGTH and seq.tool_calls is None
@@ -259,27 +358,38 @@ class ResponseShape:
         status = status or ("incomplete" if incomplete else "completed")
         return {
             "id": self.id,
-            "object": "response",
             "created_at": self.created_at,
-            "status": status,
-            "error": None,
             "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
             "instructions": body.instructions,
-            "max_output_tokens": body.max_output_tokens,
+            "metadata": body.metadata,
             "model": self.model,
+            "object": "response",
             "output": output,
-            "parallel_tool_calls": False,
-            "previous_response_id": None,
-            "store": False,
-            "temperature": body.temperature if body.temperature is not None else 1.0,
-            "text": self.text,
+            "parallel_tool_calls": _or(body.parallel_tool_calls, True),
+            "temperature": _or(body.temperature, 1.0),
             "tool_choice": _tool_choice_echo(body.tool_choice),
             "tools": body.tools or [],
-            "top_p": body.top_p if body.top_p is not None else 1.0,
-            "truncation": "disabled",
+            "top_p": _or(body.top_p, 1.0),
+            "background": bool(body.background),
+            "max_output_tokens": self.max_output_tokens,
+            "max_tool_calls": body.max_tool_calls,
+            "previous_response_id": body.previous_response_id,
+            "prompt": None,
+            "reasoning": body.reasoning,
+            "service_tier": body.service_tier or "auto",
+            "status": status,
+            "text": body.text,
+            "top_logprobs": self.top_logprobs,
+            "truncation": body.truncation or "disabled",
             "usage": _usage(seq) if seq is not None and status != "in_progress" else None,
-            "metadata": body.metadata or {},
+            "user": body.user,
+            "input_messages": None,
+            "output_messages": None,
         }
+
+
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 def _tool_choice_echo(raw: object) -> object:
@@ -287,12 +397,22 @@ def _tool_choice_echo(raw: object) -> object:
 
 
 def _usage(seq: Sequence) -> dict[str, Any]:
+    """vLLM's usage: the per-turn lists stay empty for a single-turn request, as there."""
     prompt, completion = seq.prompt_tokens, seq.completion_tokens
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": seq.cached_tokens},
+        "input_tokens_details": {
+            "cached_tokens": seq.cached_tokens,
+            "input_tokens_per_turn": [],
+            "cached_tokens_per_turn": [],
+        },
         "output_tokens": completion,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {
+            "reasoning_tokens": 0,
+            "tool_output_tokens": 0,
+            "output_tokens_per_turn": [],
+            "tool_output_tokens_per_turn": [],
+        },
         "total_tokens": prompt + completion,
     }
 
@@ -330,11 +450,15 @@ def output_item(seq: Sequence, shape: ResponseShape, done: bool) -> dict[str, An
 
 
 # ---------------------------------------------------------------- streaming
+KeepResponse = Callable[[Call[ResponsesRequest], Sequence, dict[str, Any]], None]
+
+
 class ResponseEvents:
     """The Responses API's SSE events, numbered in order."""
 
-    def __init__(self, shape: ResponseShape) -> None:
+    def __init__(self, shape: ResponseShape, keep: KeepResponse) -> None:
         self._shape = shape
+        self._keep = keep
         self._number = 0
 
     def _event(self, name: str, payload: dict[str, Any]) -> bytes:
@@ -406,8 +530,10 @@ class ResponseEvents:
             ]
         parts.append(self._event("response.output_item.done", {"output_index": 0, "item": item}))
         final = shape.response(seq, [item])
-        name = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
-        parts.append(self._event(name, {"response": final}))
+        self._keep(shape.call, seq, final)
+        # vLLM ends every stream with response.completed, an incomplete one too (its status
+        # says so); the SDK's stream helper needs that event to hand out the response.
+        parts.append(self._event("response.completed", {"response": final}))
         return b"".join(parts)
 
     def closing(self, stream: RequestStream) -> bytes:

@@ -8,15 +8,19 @@ from typing import Any
 
 from vllm_sim.api import capabilities, embeddings, lora, models, render, tokenize
 from vllm_sim.api.admin import RuntimeControl, admin_handlers
-from vllm_sim.api.anthropic import MessagesEndpoint
+from vllm_sim.api.anthropic import MessagesEndpoint, count_tokens
 from vllm_sim.api.chat import ChatEndpoint
 from vllm_sim.api.completions import CompletionsEndpoint
 from vllm_sim.api.context import WORKER_BODY_BYTES, ApiContext
+from vllm_sim.api.dev import pause_handlers, reset_prefix_cache_handler
 from vllm_sim.api.endpoint import Endpoint
 from vllm_sim.api.generate import GenerateEndpoint
 from vllm_sim.api.health import Readiness, health, metrics_handler, readiness_handler
+from vllm_sim.api.invocations import invocations_handler
 from vllm_sim.api.pipeline import generation_handler
+from vllm_sim.api.response_store import CANCEL_PATH, RETRIEVE_PATH, store_handlers
 from vllm_sim.api.responses import ResponsesEndpoint
+from vllm_sim.api.server_info import ServerLoad, version
 from vllm_sim.api.sleep import sleep_handlers
 from vllm_sim.http.access import Guard, KeyRing, control_guard, key_guard
 from vllm_sim.http.app import Route
@@ -26,8 +30,9 @@ from vllm_sim.metrics.exposition import Registry
 ApiHandler = Callable[[ApiContext, HttpRequest], Awaitable[AnyResponse]]
 SyncApiHandler = Callable[[ApiContext, HttpRequest], AnyResponse]
 
-# Open to anyone whatever the keys, as in vLLM: probes and scrapers carry no key.
-OPEN_PATHS = frozenset({"/health", "/health/ready", "/metrics"})
+# Open to anyone whatever the keys, as in vLLM: probes, scrapers and load balancers carry
+# no key (SageMaker's /ping is its health check).
+OPEN_PATHS = frozenset({"/health", "/health/ready", "/metrics", "/ping", "/version", "/load"})
 # What changes the server rather than asks it something.
 CONTROL_PATHS = frozenset(
     {
@@ -38,6 +43,10 @@ CONTROL_PATHS = frozenset(
         "/sleep",
         "/wake_up",
         "/is_sleeping",
+        "/reset_prefix_cache",
+        "/pause",
+        "/resume",
+        "/is_paused",
     }
 )
 ADMIN_PATHS = frozenset({"/admin/config", "/fake_metrics"})  # gone with --disable-admin
@@ -63,7 +72,8 @@ class Access:
         return key_guard(KeyRing(self.api_keys), x_api_key) if self.api_keys else None
 
     def secure(self, route: Route) -> Route:
-        guard = self.guard(route.path, route.path == "/v1/messages")
+        # Anthropic's SDK sends its key as x-api-key, on every route of its API.
+        guard = self.guard(route.path, route.path.startswith("/v1/messages"))
         if guard is None:
             return route
         return Route(
@@ -109,16 +119,14 @@ def build_routes(
     dev_mode: bool = False,
     sleep_mode: bool = False,
     access: Access = Access(),  # frozen: one shared default is safe
+    load_tracking: bool = False,
 ) -> list[Route]:
-    """Every route, guarded as `access` says; `dev_mode` adds the sleep endpoints, which
-    answer 400 unless `sleep_mode` (--enable-sleep-mode)."""
-    show_config, update_config, update_fake_metrics = admin_handlers(control)
+    """Every route, guarded as `access` says; `dev_mode` adds vLLM's development endpoints
+    (the sleep ones answer 400 unless `sleep_mode`, --enable-sleep-mode); `load_tracking`
+    (--enable-server-load-tracking) counts the load-aware requests GET /load reports."""
+    load = ServerLoad(load_tracking)
     routes = [
-        # Generation endpoints refuse new work while the server drains for shutdown.
-        *(
-            Route(e.path, {"POST": generation_handler(ctx, e)}, True, error_body=e.error_body)
-            for e in generation_endpoints()
-        ),
+        *_generation_routes(ctx, load),
         Route("/v1/completions/render", {"POST": _bind_sync(ctx, render.render_completion)}),
         Route("/v1/chat/completions/render", {"POST": _bind_sync(ctx, render.render_chat)}),
         Route("/tokenize", {"POST": _bind_sync(ctx, tokenize.tokenize)}),
@@ -129,19 +137,64 @@ def build_routes(
         Route("/health", {"GET": health}),
         Route("/health/ready", {"GET": readiness_handler(readiness)}),
         Route("/metrics", {"GET": metrics_handler(registry)}),
+        Route("/ping", {"GET": health, "POST": health}),  # SageMaker: /health's answer
+        Route("/version", {"GET": version}),
+        Route("/load", {"GET": load.load}),
     ]
     if not access.disable_admin:
+        show_config, update_config, update_fake_metrics = admin_handlers(control)
         routes += [
             Route("/admin/config", {"GET": show_config, "POST": update_config}),
             Route("/fake_metrics", {"POST": update_fake_metrics}),
         ]
     if not ctx.settings.mm_encoder_only:  # an encoder-only node embeds images, not text
-        routes.append(Route("/v1/embeddings", {"POST": _bind(ctx, embeddings.handle)}))
+        embed = load.track(_bind(ctx, embeddings.handle))
+        routes.append(Route("/v1/embeddings", {"POST": embed}))
     if dev_mode:  # vLLM serves these in dev mode only (VLLM_SERVER_DEV_MODE=1)
-        to_sleep, wake_up, is_sleeping = sleep_handlers(ctx.engine, sleep_mode)
-        routes += [
-            Route("/sleep", {"POST": to_sleep}),
-            Route("/wake_up", {"POST": wake_up}),
-            Route("/is_sleeping", {"GET": is_sleeping}),
-        ]
+        routes += _dev_routes(ctx, sleep_mode)
     return [access.secure(route) for route in routes]
+
+
+def _generation_routes(ctx: ApiContext, load: ServerLoad) -> list[Route]:
+    """The generation endpoints and the routes beside them: SageMaker's /invocations,
+    token counting, and stored responses. Generation refuses new work while the server
+    drains for shutdown; the load-aware routes are counted while they run."""
+    endpoints = {endpoint.path: endpoint for endpoint in generation_endpoints()}
+    handlers = {
+        # vLLM counts every generation endpoint in its load but the Responses API.
+        path: generation_handler(ctx, e)
+        if path == "/v1/responses"
+        else load.track(generation_handler(ctx, e))
+        for path, e in endpoints.items()
+    }
+    dispatch = invocations_handler(handlers["/v1/chat/completions"], handlers["/v1/completions"])
+    retrieve, cancel = store_handlers(ctx.responses)
+    count = load.track(_bind_sync(ctx, count_tokens))
+    return [
+        *(
+            Route(path, {"POST": handlers[path]}, True, error_body=e.error_body)
+            for path, e in endpoints.items()
+        ),
+        Route("/invocations", {"POST": dispatch}, True),
+        Route(
+            "/v1/messages/count_tokens",
+            {"POST": count},
+            error_body=endpoints["/v1/messages"].error_body,
+        ),
+        Route(RETRIEVE_PATH, {"GET": retrieve}),
+        Route(CANCEL_PATH, {"POST": cancel}),
+    ]
+
+
+def _dev_routes(ctx: ApiContext, sleep_mode: bool) -> list[Route]:
+    to_sleep, wake_up, is_sleeping = sleep_handlers(ctx.engine, sleep_mode)
+    pause, resume, is_paused = pause_handlers(ctx.engine)
+    return [
+        Route("/sleep", {"POST": to_sleep}),
+        Route("/wake_up", {"POST": wake_up}),
+        Route("/is_sleeping", {"GET": is_sleeping}),
+        Route("/reset_prefix_cache", {"POST": reset_prefix_cache_handler(ctx.engine)}),
+        Route("/pause", {"POST": pause}),
+        Route("/resume", {"POST": resume}),
+        Route("/is_paused", {"GET": is_paused}),
+    ]

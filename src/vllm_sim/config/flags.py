@@ -137,6 +137,14 @@ def _latency(key: str, help: str, *rules: Rule, admin: Admin = Admin.LATENCY) ->
     return flag(key, DURATION, 0, Group.LATENCY, help, admin=admin, rules=rules)
 
 
+def _nonzero_integer(value: str) -> bool:
+    """vLLM reads its boolean switches as integers: any but 0 is on (anything else: off)."""
+    try:
+        return int(value) != 0
+    except ValueError:
+        return False
+
+
 S, M, E, L, C, K = Group.SERVER, Group.MODEL, Group.ENGINE, Group.LATENCY, Group.CONTENT, Group.KV
 NN = r.not_negative
 
@@ -349,6 +357,8 @@ SETTINGS: tuple[Setting, ...] = (
          "error and the exit status is 3",
          rules=r.duration_range("drain timeout")),
     flag("enable-sleep-mode", BOOL, False, S, "Allow /sleep (also needs VLLM_SERVER_DEV_MODE=1)"),
+    flag("enable-server-load-tracking", BOOL, False, S,
+         "Count the generation requests in flight for GET /load (vLLM's flag); else it says 0"),
     flag("mm-encoder-only", BOOL, False, E, "Encoder-only multimodal mode (no gRPC)"),
     flag("omni", BOOL, False, C, "Omni model: responses may carry generated images"),
     flag("skip-tool-validation", BOOL, False, C, "Do not validate tool definitions"),
@@ -393,6 +403,11 @@ SETTINGS: tuple[Setting, ...] = (
              "PodNameSpace", EnvVar("POD_NAMESPACE", EnvRule.ONLY)),
     env_only("vllm-dev-mode", BOOL, False, "Exactly `1` enables dev endpoints such as /sleep",
              "VllmDevMode", EnvVar("VLLM_SERVER_DEV_MODE", EnvRule.ONLY, lambda s: s == "1")),
+    env_only("responses-api-store", BOOL, False,
+             "A non-zero integer keeps /v1/responses answers for GET /v1/responses/{id} and "
+             "previous_response_id (vLLM's switch; off, `store` is ignored)",
+             "VllmEnableResponsesApiStore",
+             EnvVar("VLLM_ENABLE_RESPONSES_API_STORE", EnvRule.ONLY, _nonzero_integer)),
 )
 # fmt: on
 

@@ -37,6 +37,7 @@ class Config:
     startup_duration: int
     drain_timeout: int
     enable_sleep_mode: bool
+    enable_server_load_tracking: bool
     host: str
     api_key: tuple[str, ...]
     admin_api_key: str
@@ -134,6 +135,7 @@ class Config:
     pod_namespace: str
     pod_ip: str
     vllm_dev_mode: bool
+    responses_api_store: bool
 
     @property
     def display_model_name(self) -> str:

@@ -15,6 +15,7 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Literal
 
 from vllm_sim.engine import budget
 from vllm_sim.engine.clock import LoopScheduler, Scheduler, TimerHandle
@@ -54,6 +55,11 @@ def _too_many(request: GenerationRequest, capacity: int) -> str:
         f"{capacity} that can ever be running or waiting (--max-num-seqs + "
         "--max-waiting-queue-length)"
     )
+
+
+# How POST /pause treats the requests in flight (vLLM's modes): `abort` ends them at once,
+# `wait` lets the running ones finish, `keep` freezes them until resume.
+PauseMode = Literal["abort", "wait", "keep"]
 
 
 class Asleep(enum.Enum):
@@ -113,6 +119,8 @@ class Engine:
         self._work = 0  # tokens generated this turn of the loop
         self._turn_ends = 0.0  # time.perf_counter() at which this turn is over
         self._admission_deferred = False
+        self.paused: PauseMode | None = None  # set by pause(), cleared by resume()
+        self._frozen_at: float | None = None  # when `keep` stopped the token clock
 
     # ----------------------------------------------------------------- public API
     def load(self) -> int:
@@ -136,6 +144,39 @@ class Engine:
         self.asleep -= parts
         if self.kv is not None and Asleep.KV_CACHE not in self.asleep:
             self.kv.cache.disabled = False
+
+    def reset_prefix_cache(self, reset_running: bool = False) -> bool:
+        """Forgets every cached block (one AllBlocksCleared event), as vLLM's
+        /reset_prefix_cache. Like vLLM it refuses (False) while running requests hold
+        blocks, unless `reset_running`: vLLM then recomputes them; here they run on with
+        their blocks no longer cached."""
+        kv = self.kv
+        if kv is None:
+            return True
+        if kv.cache.used and not reset_running:
+            return False
+        kv.cache.clear()
+        return True
+
+    def pause(self, mode: PauseMode) -> None:
+        """Stops scheduling, as vLLM's /pause: no queued request starts until resume(), and
+        new requests queue. `abort` ends every queued and running request now, as finished
+        with reason `abort` and what it had released; `wait` lets the running ones finish;
+        `keep` freezes them, token clock included."""
+        self.paused = mode
+        if mode == "keep":
+            self._freeze_clock()
+            return
+        self._thaw_clock()  # a pause that kept requests frozen now lets them run on
+        if mode == "abort":
+            self._abort_in_flight()
+
+    def resume(self) -> None:
+        """Ends a pause: frozen requests run on from where they stopped, the queue starts."""
+        self.paused = None
+        self._thaw_clock()
+        self._new_turn()
+        self._admit()
 
     @property
     def open_requests(self) -> int:
@@ -271,6 +312,8 @@ class Engine:
         """Moves queued sequences into free slots, oldest first."""
         if self._admitting:
             return  # a sequence finished inline while we were admitting: the loop continues
+        if self.paused is not None:
+            return  # nothing starts while paused; resume() admits the queue
         self._admitting = True
         try:
             while self.num_running < self.limits.max_num_seqs:
@@ -519,6 +562,59 @@ class Engine:
         log.exception("request %s failed while %s", seq.request.request_id, stage)
         self._fail(seq, EngineError(Refusal.INTERNAL, INTERNAL_ERROR))
 
+    # ----------------------------------------------------------------- pause
+    def _freeze_clock(self) -> None:
+        """No token is released until _thaw_clock: the timer is cancelled, and nothing else
+        arms it while paused (only admission, which is off, and ticks, which are gone)."""
+        if self._frozen_at is not None:
+            return
+        self._frozen_at = self._clock()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _thaw_clock(self) -> None:
+        """Every pending token is due as much later as the clock stood still."""
+        frozen_at = self._frozen_at
+        if frozen_at is None:
+            return
+        self._frozen_at = None
+        shift = self._clock() - frozen_at
+        heap = self._heap
+        for i, (deadline, uid, seq) in enumerate(heap):  # a constant shift keeps heap order
+            heap[i] = (deadline + shift, uid, seq)
+            seq.deadline = deadline + shift
+        if heap:
+            self._timer_when = heap[0][0]
+            self._timer = self._scheduler.call_at(self._timer_when, self._tick)
+
+    def _abort_in_flight(self) -> None:
+        """Ends every queued and running sequence now, each answered as finished with
+        reason `abort` (vLLM's pause in abort mode), rather than failed."""
+        now = self._clock()
+        streams = {seq.stream for seq in self._queue if seq.state is SeqState.WAITING}
+        streams.update(seq.stream for _, _, seq in self._heap if seq.state is SeqState.RUNNING)
+        for stream in streams:
+            for seq in stream.sequences:
+                if seq.state is SeqState.WAITING or seq.state is SeqState.RUNNING:
+                    self._end_aborted(seq, now)
+
+    def _end_aborted(self, seq: Sequence, now: float) -> None:
+        running = seq.state is SeqState.RUNNING
+        if not running:
+            self.num_waiting -= 1  # its queue entry is skipped when reached
+        _keep_released(seq)
+        seq.state = SeqState.FINISHED  # its clock entry, if any, is skipped when popped
+        seq.finish_reason = Finish.ABORT
+        seq.t_finished = now
+        try:
+            if running:
+                self._release(seq)
+            self.observer.sequence_aborted(seq)
+        except Exception:  # the request still ends, and its slot is given back already
+            log.exception("aborting request %s failed", seq.request.request_id)
+        seq.stream.sequence_finished()
+
     def stop_all(self, message: str) -> int:
         """Fails every queued and running request, for a server that stops before they end:
         each answers (an error event and [DONE], or a 503) instead of being cut off. Returns
@@ -559,3 +655,20 @@ class Engine:
                     self.observer.sequence_failed(seq)
             except Exception:  # its slot and queue place are given back already
                 log.exception("releasing request %s failed", seq.request.request_id)
+
+
+def _keep_released(seq: Sequence) -> None:
+    """Cuts a sequence's output to the tokens already released. A tool call not released
+    whole is dropped, since its arguments would not parse; its released argument tokens
+    stay sent (as they would be by vLLM) but are no longer part of the answer."""
+    cut = seq.emitted
+    calls = seq.tool_calls
+    if calls is not None:
+        whole = [call for call in calls if call.end <= cut]
+        if len(whole) < len(calls):
+            cut = whole[-1].end if whole else min(cut, calls[0].start)
+        seq.tool_calls = whole or None
+        seq.emitted = min(seq.emitted, cut)
+    seq.output_ids = seq.output_ids[:cut]  # new lists: the generated ones may be shared
+    seq.output_pieces = seq.output_pieces[:cut]
+    seq.extra_completion_tokens = 0

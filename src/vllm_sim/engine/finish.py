@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-FinishReason = Literal["stop", "length", "tool_calls", "remote_decode", "cache_threshold"]
+FinishReason = Literal["stop", "length", "tool_calls", "remote_decode", "cache_threshold", "abort"]
 
 
 class Finish:
@@ -19,3 +19,4 @@ class Finish:
     TOOL_CALLS: Final = "tool_calls"  # the answer is tool calls
     REMOTE_DECODE: Final = "remote_decode"  # a prefill node: the decode node continues
     CACHE_THRESHOLD: Final = "cache_threshold"  # refused: too little of the prompt was cached
+    ABORT: Final = "abort"  # ended by the server (POST /pause) with what it had released

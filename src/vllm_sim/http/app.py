@@ -33,6 +33,8 @@ ErrorRenderer = Callable[[RequestError], bytes]
 
 @dataclass(frozen=True, slots=True)
 class Route:
+    # An exact path, or a pattern whose `{name}` segments each match one non-empty segment
+    # (`/v1/responses/{response_id}`); the handler reads the value from `request.path`.
     path: str
     methods: dict[str, Handler]
     # Generation endpoints refuse new work while the server drains for shutdown.
@@ -56,7 +58,10 @@ class App:
     """One router for every endpoint; handlers get a fully read HttpRequest."""
 
     def __init__(self, routes: list[Route], max_body_bytes: int, cors: Cors | None = None) -> None:
-        self._routes = {route.path: route for route in routes}
+        self._routes = {route.path: route for route in routes if not _is_pattern(route.path)}
+        self._patterns = [
+            (route.path.split("/"), route) for route in routes if _is_pattern(route.path)
+        ]
         self.max_body_bytes = max_body_bytes
         self.draining = False
         self._cors = cors or Cors()  # vLLM's defaults: no other origin is allowed
@@ -65,7 +70,7 @@ class App:
         if scope["type"] != "http":
             return  # lifespan is off; websockets are not served
         headers: Headers = scope["headers"]
-        route = self._routes.get(scope["path"])
+        route = self._routes.get(scope["path"]) or self._match(scope["path"])
         if scope["method"] == "OPTIONS":  # preflights are answered before routing, as in vLLM
             preflight = self._cors.preflight(headers, _shut(route, headers))
             if preflight is not None:
@@ -103,6 +108,19 @@ class App:
             method, scope["path"], scope["query_string"], scope["headers"], body, receive, port
         )
         return await _call(handler, request, route), True
+
+    def _match(self, path: str) -> Route | None:
+        """The pattern route `path` fits, if any (only paths no exact route serves)."""
+        if not self._patterns:
+            return None
+        segments = path.split("/")
+        for pattern, route in self._patterns:
+            if len(pattern) == len(segments) and all(
+                want == got or (_is_parameter(want) and got)
+                for want, got in zip(pattern, segments, strict=True)
+            ):
+                return route
+        return None
 
     def _not_found(self, path: str) -> Response:
         """404, in the envelope of the route the path lies under (/v1/messages/x: Anthropic's)."""
@@ -166,6 +184,19 @@ def _declares_json(headers: Headers) -> bool:
         if name == b"content-type":
             return value.lower().partition(b";")[0] == JSON
     return False
+
+
+def _is_parameter(segment: str) -> bool:
+    return segment.startswith("{") and segment.endswith("}")
+
+
+def _is_pattern(path: str) -> bool:
+    return any(_is_parameter(segment) for segment in path.split("/"))
+
+
+def path_parameter(pattern: str, path: str, name: str) -> str:
+    """The value the `{name}` segment of `pattern` took in `path` (a path the route matched)."""
+    return path.split("/")[pattern.split("/").index("{" + name + "}")]
 
 
 def _method_response(route: Route, method: str) -> Response:

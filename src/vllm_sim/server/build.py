@@ -15,6 +15,7 @@ from vllm_sim.api.context import ApiContext, RequestIds, ServingSettings
 from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.health import Readiness
 from vllm_sim.api.omni import ImageEmission
+from vllm_sim.api.response_store import ResponseStore
 from vllm_sim.api.routes import Access, build_routes
 from vllm_sim.config import Config, FakeMetrics, project
 from vllm_sim.config.model import VLLM_VERSION
@@ -103,7 +104,9 @@ def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
     failures = FailureInjector(cfg.model, rng)
     images = ImageEmission(cfg.omni, rng)
     settings = serving_settings(cfg, port)
-    ctx = ApiContext(engine, tokenizer, settings, RequestIds(cfg.seed, port), failures, images)
+    ids = RequestIds(cfg.seed, port)
+    responses = ResponseStore(cfg.responses_api_store)
+    ctx = ApiContext(engine, tokenizer, settings, ids, failures, images, responses=responses)
     readiness = Readiness(cfg.startup_duration / 1e9)
     on_fake: Callable[[FakeMetrics], None] | None = None
     if cfg.fake_metrics is None:
@@ -115,7 +118,14 @@ def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
     control = RuntimeControl(cfg, engine, failures, images, on_fake)
     access = Access(cfg.api_key, cfg.admin_api_key, cfg.disable_admin)
     routes = build_routes(
-        ctx, metrics.registry, readiness, control, cfg.vllm_dev_mode, cfg.enable_sleep_mode, access
+        ctx,
+        metrics.registry,
+        readiness,
+        control,
+        cfg.vllm_dev_mode,
+        cfg.enable_sleep_mode,
+        access,
+        cfg.enable_server_load_tracking,
     )
     app = App(routes, cfg.max_request_body_size_mb * MB, Cors(project(CorsPolicy, cfg)))
     return Instance(cfg, port, app, engine, readiness, control, background)

@@ -38,6 +38,7 @@ PROTECTED: list[tuple[str, str, object]] = [
     ("GET", "/v1/models", None),
     ("GET", "/admin/config", None),
     ("POST", "/v1/load_lora_adapter", {"lora_name": "a", "lora_path": "/a"}),
+    ("POST", "/invocations", {"messages": USER, "max_tokens": 2}),
 ]
 
 
@@ -129,12 +130,20 @@ def test_bearer_scheme_is_case_insensitive(client: httpx.Client) -> None:
     assert client.get("/v1/models", headers={"Authorization": "bearer key-one"}).status_code == 200
 
 
-def test_messages_take_x_api_key_or_bearer(client: httpx.Client) -> None:
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+def test_messages_take_x_api_key_or_bearer(client: httpx.Client, path: str) -> None:
     for headers in ({"x-api-key": KEYS[0]}, bearer(KEYS[1])):
-        assert client.post("/v1/messages", json=MESSAGE_BODY, headers=headers).status_code == 200
+        assert client.post(path, json=MESSAGE_BODY, headers=headers).status_code == 200
     for headers in ({}, {"x-api-key": "nope"}, bearer("nope")):
-        response = client.post("/v1/messages", json=MESSAGE_BODY, headers=headers)
+        response = client.post(path, json=MESSAGE_BODY, headers=headers)
         assert_anthropic_error(response, 401, error_type="authentication_error")
+
+
+def test_stored_responses_need_a_key(client: httpx.Client) -> None:
+    for method, path in (("GET", "/v1/responses/resp_1"), ("POST", "/v1/responses/resp_1/cancel")):
+        assert_openai_error(call(client, method, path, None), 401)
+        keyed = call(client, method, path, None, **bearer(KEYS[0]))
+        assert_openai_error(keyed, 404, error_type="invalid_request_error", param="response_id")
 
 
 def test_x_api_key_is_only_for_messages(client: httpx.Client) -> None:
@@ -142,7 +151,9 @@ def test_x_api_key_is_only_for_messages(client: httpx.Client) -> None:
     assert_openai_error(response, 401)
 
 
-@pytest.mark.parametrize("path", ["/health", "/health/ready", "/metrics"])
+@pytest.mark.parametrize(
+    "path", ["/health", "/health/ready", "/metrics", "/ping", "/version", "/load"]
+)
 def test_probes_and_metrics_stay_open(client: httpx.Client, path: str) -> None:
     assert client.get(path).status_code == 200
 

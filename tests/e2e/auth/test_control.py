@@ -79,6 +79,10 @@ def test_control_posts_take_only_json(client: httpx.Client, path: str, content_t
         ("POST", "/v1/unload_lora_adapter"),
         ("POST", "/sleep"),
         ("POST", "/wake_up"),
+        ("POST", "/reset_prefix_cache"),
+        ("POST", "/pause"),
+        ("POST", "/resume"),
+        ("GET", "/is_paused"),
     ],
 )
 def test_cross_origin_browser_requests_are_refused(
@@ -90,6 +94,7 @@ def test_cross_origin_browser_requests_are_refused(
     )
     assert_openai_error(response, 403, error_type="PermissionDeniedError", param=None)
     assert failure_rate(client) == 0
+    assert client.get("/is_paused").json() == {"is_paused": False}
 
 
 def test_same_origin_json_is_accepted(control: SimServer, client: httpx.Client) -> None:
@@ -104,7 +109,7 @@ def test_same_origin_json_is_accepted(control: SimServer, client: httpx.Client) 
     assert response.status_code == 200, response.text
 
 
-@pytest.mark.parametrize("path", ["/sleep", "/wake_up"])
+@pytest.mark.parametrize("path", ["/sleep", "/wake_up", "/reset_prefix_cache", "/resume"])
 def test_bodiless_posts_still_work(client: httpx.Client, path: str) -> None:
     """curl -X POST /sleep sends no body and no Content-Type: not a browser's request."""
     response = client.post(path)

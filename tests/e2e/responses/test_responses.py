@@ -18,6 +18,7 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_create_params import ToolChoice
 
+from tests.support.errors import assert_openai_error
 from tests.support.fixtures import openai_fixture
 from tests.support.http import ascii_tokens, is_bank_text, logprob
 from tests.support.named_sse import (
@@ -98,8 +99,7 @@ def test_create_plain(client: openai.OpenAI, sim: SimServer) -> None:
     assert reply.status == "completed"
     assert reply.error is None and reply.incomplete_details is None
     assert reply.tools == [] and reply.tool_choice == "auto"
-    assert reply.text is not None and reply.text.format is not None
-    assert reply.text.format.type == "text"
+    assert reply.text is None  # echoed from the request, which set none
     message = only_message(reply)
     assert message.id == f"msg_{rid}"
     assert message.role == "assistant" and message.status == "completed"
@@ -116,11 +116,109 @@ def test_create_plain(client: openai.OpenAI, sim: SimServer) -> None:
     assert usage.output_tokens_details.reasoning_tokens == 0
 
 
+# The response object's keys in vLLM 0.32's order (no `error`, no `store`).
+RESPONSE_KEYS = (
+    "id",
+    "created_at",
+    "incomplete_details",
+    "instructions",
+    "metadata",
+    "model",
+    "object",
+    "output",
+    "parallel_tool_calls",
+    "temperature",
+    "tool_choice",
+    "tools",
+    "top_p",
+    "background",
+    "max_output_tokens",
+    "max_tool_calls",
+    "previous_response_id",
+    "prompt",
+    "reasoning",
+    "service_tier",
+    "status",
+    "text",
+    "top_logprobs",
+    "truncation",
+    "usage",
+    "user",
+    "input_messages",
+    "output_messages",
+)
+
+
+def test_response_keys_and_defaults_are_vllms(http: httpx.Client, sim: SimServer) -> None:
+    body = http.post(RESPONSES, json={"input": "hi", "max_output_tokens": 5}).json()
+    assert tuple(body) == RESPONSE_KEYS
+    assert body["background"] is False and body["parallel_tool_calls"] is True
+    assert body["service_tier"] == "auto" and body["truncation"] == "disabled"
+    assert body["metadata"] is None and body["text"] is None and body["instructions"] is None
+    for key in ("max_tool_calls", "previous_response_id", "prompt", "reasoning", "user"):
+        assert body[key] is None, key
+    assert body["input_messages"] is None and body["output_messages"] is None
+    assert body["top_logprobs"] is None  # no logprobs asked for
+    assert body["max_output_tokens"] == 5
+    unbounded = http.post(RESPONSES, json={"input": "hi"}).json()
+    # vLLM reports the max_tokens it sampled with: the room left in the context.
+    assert unbounded["max_output_tokens"] == 1024 - unbounded["usage"]["input_tokens"]
+
+
+def test_response_echoes_request_options(http: httpx.Client) -> None:
+    text = {"format": {"type": "json_object"}}
+    options = {
+        "metadata": {"k": "v"},
+        "text": text,
+        "parallel_tool_calls": False,
+        "max_tool_calls": 3,
+        "reasoning": {"effort": "low"},
+        "service_tier": "flex",
+        "truncation": "auto",
+        "user": "u-1",
+        "include": [LOGPROBS_INCLUDE],
+        "top_logprobs": 2,
+    }
+    body = http.post(RESPONSES, json={"input": "hi", "max_output_tokens": 5, **options}).json()
+    for key, value in options.items():
+        if key != "include":
+            assert body[key] == value, key
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("service_tier", "gold"), ("truncation", "never"), ("store", "yes"), ("user", 3)],
+)
+def test_typed_options_are_checked(http: httpx.Client, field: str, value: object) -> None:
+    response = http.post(RESPONSES, json={"input": "hi", field: value})
+    assert_openai_error(response, 400, param=field)
+
+
+def test_prompt_templates_and_background_are_refused(http: httpx.Client) -> None:
+    prompt = http.post(RESPONSES, json={"input": "hi", "prompt": {"id": "pmpt_1"}})
+    assert_openai_error(prompt, 400, "prompt template is not supported", param="prompt")
+    background = http.post(RESPONSES, json={"input": "hi", "background": True})
+    assert_openai_error(background, 400, param="background", contains="STORE=1")
+    unstored = http.post(RESPONSES, json={"input": "hi", "background": True, "store": False})
+    assert_openai_error(
+        unstored, 400, "background can only be used when `store` is true", param="background"
+    )
+
+
 def test_usage_details_are_present_even_when_zero(http: httpx.Client) -> None:
     body = http.post(RESPONSES, json={"input": "hi", "max_output_tokens": 5}).json()
     usage = body["usage"]
-    assert usage["input_tokens_details"] == {"cached_tokens": 0}
-    assert usage["output_tokens_details"] == {"reasoning_tokens": 0}
+    assert usage["input_tokens_details"] == {
+        "cached_tokens": 0,
+        "input_tokens_per_turn": [],
+        "cached_tokens_per_turn": [],
+    }
+    assert usage["output_tokens_details"] == {
+        "reasoning_tokens": 0,
+        "tool_output_tokens": 0,
+        "output_tokens_per_turn": [],
+        "tool_output_tokens_per_turn": [],
+    }
     assert set(usage) == {
         "input_tokens",
         "input_tokens_details",
@@ -447,8 +545,9 @@ def test_streamed_logprobs(http: httpx.Client) -> None:
         assert entry["logprob"] == pytest.approx(logprob(position))
         assert [alt["token"] for alt in entry["top_logprobs"]] == [delta["delta"]]
         collected.append(entry)
-    # Cut at max_output_tokens, the stream ends with response.incomplete instead.
-    [last] = of(events, "response.completed") + of(events, "response.incomplete")
+    # Cut at max_output_tokens or not, the stream ends with response.completed (vLLM's way).
+    assert not of(events, "response.incomplete")
+    last = one(events, "response.completed")
     assert last["response"]["output"][0]["content"][0]["logprobs"] == collected
 
 
@@ -576,36 +675,38 @@ def test_wire_tool_stream(http: httpx.Client) -> None:
 
 
 def test_wire_incomplete_stream(http: httpx.Client) -> None:
+    """vLLM ends a stream cut by max_output_tokens with response.completed too: the
+    response it carries says incomplete."""
     body = {"input": "hi", "max_output_tokens": 3, "ignore_eos": True}
     events = stream_events(http, RESPONSES, body)
     kinds = names(events)
-    assert kinds[-1] == "response.incomplete"
-    assert "response.completed" not in kinds
-    assert collapse(kinds) == [*TEXT_EVENTS[:-1], "response.incomplete"]
+    assert kinds[-1] == "response.completed"
+    assert "response.incomplete" not in kinds
+    assert collapse(kinds) == list(TEXT_EVENTS)
     check_numbering(events)
     assert len(of(events, "response.output_text.delta")) == 3
     item = one(events, "response.output_item.done")["item"]
     assert item["status"] == "incomplete"
-    final = one(events, "response.incomplete")["response"]
+    final = one(events, "response.completed")["response"]
     assert final["status"] == "incomplete"
     assert final["incomplete_details"] == {"reason": "max_output_tokens"}
     assert final["output"] == [item] and final["usage"]["output_tokens"] == 3
+    assert tuple(final) == RESPONSE_KEYS
 
 
-def test_sdk_sees_incomplete_stream_end(client: openai.OpenAI, sim: SimServer) -> None:
-    stream = client.responses.create(
-        model=sim.model,
-        input="hi",
-        max_output_tokens=2,
-        stream=True,
-        extra_body={"ignore_eos": True},
-    )
-    events = list(stream)
-    last = events[-1]
-    assert last.type == "response.incomplete"
-    assert last.response.status == "incomplete"
-    assert last.response.incomplete_details is not None
-    assert last.response.incomplete_details.reason == "max_output_tokens"
+def test_sdk_final_response_of_a_truncated_stream(client: openai.OpenAI, sim: SimServer) -> None:
+    with client.responses.stream(
+        model=sim.model, input="hi", max_output_tokens=2, extra_body={"ignore_eos": True}
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    assert events[-1].type == "response.completed"
+    assert final.status == "incomplete"
+    assert final.incomplete_details is not None
+    assert final.incomplete_details.reason == "max_output_tokens"
+    assert final.usage is not None and final.usage.output_tokens == 2
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert final.output_text == "".join(deltas) and len(deltas) == 2
 
 
 # ------------------------------------------------------------------------ echo mode

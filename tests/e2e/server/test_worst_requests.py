@@ -119,6 +119,16 @@ WORST: dict[str, tuple[str, dict[str, Any], int]] = {
         {"messages": [{"role": "user", "content": BIG_TEXT}], "max_tokens": 1},
         400,
     ),
+    "count-tokens-big-prompt": (
+        "/v1/messages/count_tokens",
+        {"model": "test-model", "messages": [{"role": "user", "content": BIG_TEXT}]},
+        200,
+    ),
+    "invocations-big-prompt": (
+        "/invocations",
+        {"messages": [{"role": "user", "content": BIG_TEXT}], "max_tokens": 1},
+        400,
+    ),
     "embeddings-max-values": (
         "/v1/embeddings",
         {"input": ["hi"] * 16, "dimensions": 65536},
