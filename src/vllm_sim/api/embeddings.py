@@ -9,8 +9,10 @@ from __future__ import annotations
 import base64
 import math
 import sys
+import time
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -182,11 +184,24 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     body = decode_body(request.body, _decoder)
     model = ctx.resolve_model(body.model)
     encoding_format, dimensions = _check_options(body, ctx.settings.default_embedding_dimensions)
-    headers = ctx.response_headers(ctx.request_id(request))
+    request_id = ctx.request_id(request)
+    headers = ctx.response_headers(request_id)
+    shape = _Shape(f"embd-{request_id}", model, encoding_format, dimensions, headers)
     items = len(body.input) if isinstance(body.input, list) else 1
     if len(request.body) > WORKER_BODY_BYTES or items * dimensions > INLINE_VALUES:
-        return await ctx.off_loop(_answer, ctx, body, model, encoding_format, dimensions, headers)
-    return _answer(ctx, body, model, encoding_format, dimensions, headers)
+        return await ctx.off_loop(_answer, ctx, body, shape)
+    return _answer(ctx, body, shape)
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What an answer is, besides its vectors."""
+
+    id: str
+    model: str
+    encoding_format: str
+    dimensions: int
+    headers: Headers
 
 
 # Embedding values made on the event loop at most (~50 ns each); more are made on the
@@ -194,14 +209,9 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
 INLINE_VALUES = 65536
 
 
-def _answer(
-    ctx: ApiContext,
-    body: EmbeddingRequest,
-    model: str,
-    encoding_format: str,
-    dimensions: int,
-    headers: Headers,
-) -> Response:
+def _answer(ctx: ApiContext, body: EmbeddingRequest, shape: _Shape) -> Response:
+    """vLLM's answer of a pooling model: every key it sends, with its defaults."""
+    dimensions, encoding_format = shape.dimensions, shape.encoding_format
     sequences = parse_input(body.input, ctx.tokenizer)
     if len(sequences) * dimensions > MAX_VALUES:  # checked before any vector is made
         message = (
@@ -227,9 +237,16 @@ def _answer(
     ]
     tokens = sum(len(ids) for ids in sequences)
     answer = {
+        "id": shape.id,
         "object": "list",
+        "created": int(time.time()),
+        "model": shape.model,
         "data": data,
-        "model": model,
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        "usage": {
+            "prompt_tokens": tokens,
+            "total_tokens": tokens,
+            "completion_tokens": 0,
+            "prompt_tokens_details": None,
+        },
     }
-    return json_response(answer, headers=headers)
+    return json_response(answer, headers=shape.headers)

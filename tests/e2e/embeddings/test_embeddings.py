@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 import struct
 from typing import Any
 
@@ -47,6 +48,16 @@ custom = server_fixture(_CUSTOM_ARGS, env={"POD_NAME": "pod-1", "POD_NAMESPACE":
 sdk = openai_fixture("server")
 
 
+def embedding_usage(tokens: int) -> dict[str, Any]:
+    """vLLM's usage of a pooling answer: prompt tokens only, and null details."""
+    return {
+        "prompt_tokens": tokens,
+        "total_tokens": tokens,
+        "completion_tokens": 0,
+        "prompt_tokens_details": None,
+    }
+
+
 def embed(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
     return json_ok(client.post(PATH, json=body))
 
@@ -79,7 +90,7 @@ def test_string_input_gives_one_default_sized_unit_vector(http: httpx.Client) ->
     assert len(item["embedding"]) == 384
     assert item["embedding"] == expected(ids, 384)
     assert unit(item["embedding"])
-    assert answer["usage"] == {"prompt_tokens": len(ids), "total_tokens": len(ids)}
+    assert answer["usage"] == embedding_usage(len(ids))
 
 
 def test_hello_world_is_the_normalised_reference_example(http: httpx.Client) -> None:
@@ -99,14 +110,21 @@ def test_array_of_strings(http: httpx.Client) -> None:
     assert [item["embedding"] for item in answer["data"]] == [expected(i, 16) for i in ids]
     assert answer["data"][0]["embedding"] == answer["data"][2]["embedding"]
     total = sum(map(len, ids))
-    assert answer["usage"] == {"prompt_tokens": total, "total_tokens": total}
+    assert answer["usage"] == embedding_usage(total)
 
 
 def test_array_of_token_ids_is_one_input(http: httpx.Client) -> None:
     answer = embed(http, {"input": [1, 2, 3], "dimensions": 10})
     [item] = answer["data"]
     assert item["embedding"] == expected([1, 2, 3], 10)
-    assert answer["usage"] == {"prompt_tokens": 3, "total_tokens": 3}
+    assert answer["usage"] == embedding_usage(3)
+
+
+def test_an_answer_has_vllms_keys(http: httpx.Client) -> None:
+    answer = embed(http, {"input": "hello"})
+    assert set(answer) == {"id", "object", "created", "model", "data", "usage"}
+    assert re.fullmatch("embd-[0-9a-f]{32}", answer["id"])
+    assert isinstance(answer["created"], int)
 
 
 def test_array_of_token_id_arrays(http: httpx.Client) -> None:
@@ -114,20 +132,20 @@ def test_array_of_token_id_arrays(http: httpx.Client) -> None:
     assert [item["index"] for item in answer["data"]] == [0, 1, 2]
     vectors = [item["embedding"] for item in answer["data"]]
     assert vectors == [expected([1, 2], 5), expected([3], 5), expected([0, TOKEN_ID_LIMIT - 1], 5)]
-    assert answer["usage"] == {"prompt_tokens": 5, "total_tokens": 5}
+    assert answer["usage"] == embedding_usage(5)
 
 
 def test_text_and_its_token_ids_embed_the_same(http: httpx.Client) -> None:
     by_text = embed(http, {"input": "hello world", "dimensions": 32})
     by_ids = embed(http, {"input": HELLO_WORLD_IDS, "dimensions": 32})
     assert by_text["data"] == by_ids["data"]
-    assert by_text["usage"] == by_ids["usage"] == {"prompt_tokens": 2, "total_tokens": 2}
+    assert by_text["usage"] == by_ids["usage"] == embedding_usage(2)
 
 
 def test_empty_token_sequence_is_the_first_basis_vector(http: httpx.Client) -> None:
     answer = embed(http, {"input": [[1], []], "dimensions": 4})
     assert answer["data"][1]["embedding"] == [1.0, 0.0, 0.0, 0.0]
-    assert answer["usage"] == {"prompt_tokens": 1, "total_tokens": 1}
+    assert answer["usage"] == embedding_usage(1)
 
 
 # --- dimensions, determinism, formats --------------------------------------------------------
@@ -165,7 +183,8 @@ def test_same_input_same_vector_across_requests_and_seeds(
     with httpx.Client(base_url=custom.url, timeout=30) as other:  # --seed 7, not 42
         for body in bodies:
             first = embed(http, body)
-            assert embed(http, body) == first
+            again = embed(http, body)
+            assert (again["data"], again["usage"]) == (first["data"], first["usage"])
             assert embed(other, body)["data"] == first["data"]
 
 
@@ -187,9 +206,10 @@ def test_base64_is_the_float_vector_as_little_endian_float32(
 
 
 def test_explicit_float_format_and_null_format(http: httpx.Client) -> None:
-    plain = embed(http, {"input": "x y", "dimensions": 3})
-    assert embed(http, {"input": "x y", "dimensions": 3, "encoding_format": "float"}) == plain
-    assert embed(http, {"input": "x y", "dimensions": 3, "encoding_format": None}) == plain
+    plain = embed(http, {"input": "x y", "dimensions": 3})["data"]
+    explicit = embed(http, {"input": "x y", "dimensions": 3, "encoding_format": "float"})
+    assert explicit["data"] == plain
+    assert embed(http, {"input": "x y", "dimensions": 3, "encoding_format": None})["data"] == plain
 
 
 # --- the openai SDK ---------------------------------------------------------------------------
