@@ -47,7 +47,7 @@ _TOKEN_RE = re.compile(_TOKEN)
 _ONE_TOKEN_RE = re.compile(rf"^{_TOKEN}$")
 
 
-REQUEST_ID_RE = r"[0-9a-f]{32}"  # vLLM's request ids: a uuid's 32 hex characters
+REQUEST_ID_RE = r"[0-9a-f]{16}"  # vLLM's request ids: 16 hex characters
 
 
 def ascii_tokens(text: str) -> list[str]:

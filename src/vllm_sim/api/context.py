@@ -31,8 +31,8 @@ MAX_REQUEST_ID_LENGTH = 256
 
 
 class RequestIds:
-    """Request ids in vLLM's form (32 hex characters), reproducible as the reference's
-    are: the hex of uuid5 of "<seed>-<port>-<counter>".
+    """Request ids in vLLM's form (16 hex characters), reproducible as the reference's
+    are: the first half of the hex of uuid5 of "<seed>-<port>-<counter>".
 
     Computed from one SHA-1 per id rather than through uuid.uuid5, which costs several
     times more on the request path; a test checks both agree.
@@ -49,7 +49,7 @@ class RequestIds:
         self._counter += 1
         digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
         digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
-        return digest[:16].hex()
+        return digest[:8].hex()
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,11 +195,11 @@ async def _write_events(
                 continue
             parts: list[bytes] = []
             room = TOKENS_PER_WRITE
-            for i, seq in enumerate(sequences):
-                if not closed[i]:
-                    room = _encode_news(seq, i, encoder, opened, closed, parts, room)
-                    if room <= 0:
-                        break
+            if len(sequences) == 1:
+                if not closed[0]:
+                    room = _encode_news(sequences[0], 0, encoder, opened, closed, parts, room)
+            else:
+                room = _interleave(sequences, encoder, opened, closed, parts, room)
             error = stream.error
             if isinstance(error, RequestAborted):
                 return
@@ -221,6 +221,32 @@ async def _write_events(
         stream.abort()  # a no-op once the stream is done
 
 
+def _interleave(
+    sequences: list[Sequence],
+    encoder: ChunkEncoder,
+    opened: list[bool],
+    closed: list[bool],
+    parts: list[bytes],
+    room: int,
+) -> int:
+    """The news of several choices as vLLM's steps send them: every choice's opening
+    first, then one token of each choice in turn; returns the room left."""
+    for i, seq in enumerate(sequences):
+        if not opened[i] and (seq.emitted > seq.sent or seq.finished):
+            opened[i] = True
+            parts.append(encoder.opening(seq))
+    while room > 0:
+        written = len(parts)
+        for i, seq in enumerate(sequences):
+            if not closed[i]:
+                room = _encode_news(seq, i, encoder, opened, closed, parts, room, 1)
+                if room <= 0:
+                    break
+        if len(parts) == written:
+            break
+    return room
+
+
 def _encode_news(
     seq: Sequence,
     i: int,
@@ -229,16 +255,17 @@ def _encode_news(
     closed: list[bool],
     parts: list[bytes],
     room: int,
+    most: int = TOKENS_PER_WRITE,
 ) -> int:
-    """Encodes up to `room` new tokens of `seq` (and its end, once all are sent); returns
-    the room left."""
+    """Encodes up to `most` (and `room`) new tokens of `seq`, and its end once all are
+    sent; returns the room left."""
     emitted = seq.emitted
     if emitted > seq.sent or seq.finished:
         if not opened[i]:
             opened[i] = True
             parts.append(encoder.opening(seq))
         if emitted > seq.sent:
-            end = min(emitted, seq.sent + room)
+            end = min(emitted, seq.sent + min(room, most))
             parts.append(encoder.tokens(seq, seq.sent, end))
             room -= end - seq.sent
             seq.sent = end

@@ -202,3 +202,10 @@ def test_the_end_of_sequence_step_comes_one_inter_token_latency_after_the_last_t
         gaps = [b[0] - a[0] for a, b in itertools.pairwise(events[1:])]
         assert gaps, "at least one text token before the end of sequence"
         assert all(0.06 < gap < 0.4 for gap in gaps), gaps
+
+
+def test_choices_are_interleaved_as_vllms_steps_make_them(client: httpx.Client) -> None:
+    """All role chunks first, then one token of each choice per step, as vLLM sends them."""
+    chunks = stream_post(client, CHAT, chat(max_tokens=3, ignore_eos=True, n=2)).chunks
+    assert [chunk["choices"][0]["index"] for chunk in chunks] == [0, 1] * 4
+    assert all("role" in chunk["choices"][0]["delta"] for chunk in chunks[:2])

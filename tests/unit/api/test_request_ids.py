@@ -1,4 +1,4 @@
-"""Request ids are vLLM's 32 hex characters: the hex of uuid5 of "<seed>-<port>-<counter>"."""
+"""Request ids are vLLM's 16 hex characters: half the hex of uuid5 of "<seed>-<port>-<n>"."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from vllm_sim.api.context import RequestIds
 
 def test_ids_match_uuid5_of_seed_port_counter() -> None:
     ids = RequestIds(seed=42, port=8000)
-    expected = [uuid.uuid5(uuid.NAMESPACE_URL, f"42-8000-{i}").hex for i in range(5)]
+    expected = [uuid.uuid5(uuid.NAMESPACE_URL, f"42-8000-{i}").hex[:16] for i in range(5)]
     assert [ids.next() for _ in range(5)] == expected
 
 
