@@ -386,7 +386,7 @@ class MessageEvents:
         delta = {
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason(seq), "stop_sequence": stop_sequence(seq)},
-            "usage": {"output_tokens": seq.completion_tokens},
+            "usage": {"input_tokens": seq.prompt_tokens, "output_tokens": seq.completion_tokens},
         }
         return (
             _block_stop(last)

@@ -120,7 +120,9 @@ class ApiContext:
             return self._display_model
         if name in self.engine.loras:
             return name  # an adapter keeps its own name in answers, metrics and KV events
-        raise RequestError(404, f"The model `{name}` does not exist.", param="model")
+        aliases = ", ".join(self.settings.served_model_names)
+        message = f"The model `{name}` does not exist. Valid aliases: {aliases}."
+        raise RequestError(404, message, param="model")
 
     def request_id(self, request: HttpRequest) -> str:
         """The request's id, made once: the client's X-Request-Id if it sent one (as vLLM

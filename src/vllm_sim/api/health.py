@@ -25,7 +25,7 @@ class Readiness:
 
 
 async def health(request: HttpRequest) -> AnyResponse:
-    return Response(200, b"")
+    return Response(200, b"", b"")  # vLLM's: an empty body with no content type
 
 
 def readiness_handler(readiness: Readiness) -> Handler:

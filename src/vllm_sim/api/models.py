@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 from vllm_sim.api.context import ApiContext
@@ -40,9 +41,9 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
 
 
 def _permission(name: str, created: int) -> dict[str, object]:
-    """vLLM lists one permissive ModelPermission per model."""
+    """vLLM lists one permissive ModelPermission per model (its id: 16 hex characters)."""
     return {
-        "id": f"modelperm-{name}",
+        "id": "modelperm-" + hashlib.sha1(name.encode()).hexdigest()[:16],
         "object": "model_permission",
         "created": created,
         "allow_create_engine": False,

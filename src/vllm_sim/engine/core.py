@@ -294,6 +294,15 @@ class Engine:
                 f"request fewer output tokens. (parameter=max_tokens, value={asked})",
                 param="max_tokens",
             )
+        if prompt_tokens > limit:
+            raise EngineError(
+                Refusal.INVALID,
+                f"This model's maximum context length is {limit} tokens. However, your prompt "
+                f"contains at least {limit + 1} input tokens, which exceeds this limit even "
+                "without any output tokens. Please reduce the length of the input prompt. "
+                f"(parameter=input_tokens, value={limit + 1})",
+                param="input_tokens",
+            )
         output = asked or 0
         if prompt_tokens + max(output, 1) > limit:
             # vLLM counts a prompt only until it overflows, hence "at least".

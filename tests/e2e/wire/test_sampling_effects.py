@@ -188,22 +188,34 @@ def test_more_output_than_the_context_is_refused_in_vllms_words(
     assert (error["param"], error["code"]) == ("max_tokens", 400)
 
 
-@pytest.mark.parametrize("max_tokens", [100, None])
 def test_a_prompt_that_leaves_too_little_room_is_refused_in_vllms_words(
-    random_client: httpx.Client, max_tokens: int | None
+    random_client: httpx.Client,
 ) -> None:
-    body: dict[str, Any] = {"prompt": "word " * 250}
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    else:
-        body["prompt"] = "word " * 300
+    body = {"prompt": "word " * 250, "max_tokens": 100}
     error = post(random_client, COMPLETIONS, body).json()["error"]
-    asked = max_tokens if max_tokens is not None else 16
-    counted = 256 - asked + 1
     assert error["message"] == (
-        f"This model's maximum context length is 256 tokens. However, you requested {asked} "
-        f"output tokens and your prompt contains at least {counted} input tokens, for a total "
+        "This model's maximum context length is 256 tokens. However, you requested 100 "
+        "output tokens and your prompt contains at least 157 input tokens, for a total "
         "of at least 257 tokens. Please reduce the length of the input prompt or the number of "
-        f"requested output tokens. (parameter=input_tokens, value={counted})"
+        "requested output tokens. (parameter=input_tokens, value=157)"
+    )
+    assert error["param"] == "input_tokens"
+
+
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
+def test_a_prompt_longer_than_the_context_is_refused_in_vllms_words(
+    random_client: httpx.Client, path: str
+) -> None:
+    text = "word " * 300
+    body = (
+        {"prompt": text}
+        if path == COMPLETIONS
+        else {"messages": [{"role": "user", "content": text}]}
+    )
+    error = post(random_client, path, body).json()["error"]
+    assert error["message"] == (
+        "This model's maximum context length is 256 tokens. However, your prompt contains at "
+        "least 257 input tokens, which exceeds this limit even without any output tokens. "
+        "Please reduce the length of the input prompt. (parameter=input_tokens, value=257)"
     )
     assert error["param"] == "input_tokens"
