@@ -25,9 +25,9 @@ MESSAGES = "/v1/messages"
 LOGPROBS_INCLUDE: Final = "message.output_text.logprobs"
 
 
-FC_ID = re.compile(r"fc_(\d{10})")
-CALL_ID = re.compile(r"call_(\d{10})")
-TOOLU_ID = re.compile(r"toolu_\d{10}")
+FC_ID = re.compile(r"fc_([0-9a-f]{16})")
+CALL_ID = re.compile(r"call_([0-9a-f]{16})")
+TOOLU_ID = re.compile(r"toolu_[0-9a-f]{16}")
 
 UNITS = ["celsius", "fahrenheit"]
 WEATHER_SCHEMA: dict[str, Any] = {

@@ -21,7 +21,7 @@ jsonschema: Any = importlib.import_module("jsonschema")
 
 CORPUS_DIR = Path(__file__).parent / "schemas_corpus"
 CORPUS = sorted(CORPUS_DIR.glob("*.json"))
-TOOL_ID_RE = re.compile(r"chatcmpl-tool-\d{10}")
+TOOL_ID_RE = re.compile(r"chatcmpl-tool-[0-9a-f]{16}")
 TOOL_VALIDATION_PREFIX = "Tool validation failed: "
 # A context long enough for the corpus' biggest documents (recursive trees, long strings).
 LONG_CONTEXT = ["--max-model-len", "65536"]

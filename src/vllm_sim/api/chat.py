@@ -249,7 +249,7 @@ def _tool_call_delta(calls: list[ToolCallOutput], i: int, piece: str) -> bytes:
             "type": "function",
             "function": {"name": call.name, "arguments": piece},
         }
-    return msgspec.json.encode({"tool_calls": [entry]})
+    return msgspec.json.encode({"content": None, "tool_calls": [entry]})
 
 
 def _text_block_delta(piece: str) -> bytes:

@@ -74,7 +74,7 @@ def only_call(response: openai.types.responses.Response) -> ResponseFunctionTool
 
 
 def check_call(call: ResponseFunctionToolCall, name: str | None = None) -> dict[str, Any]:
-    """fc_<10 digits> / call_<same digits>, completed, arguments valid for the schema."""
+    """fc_<16 hex> / call_<the same>, completed, arguments valid for the schema."""
     fc, cid = FC_ID.fullmatch(call.id or ""), CALL_ID.fullmatch(call.call_id)
     assert fc is not None and cid is not None, (call.id, call.call_id)
     assert fc.group(1) == cid.group(1)

@@ -32,7 +32,7 @@ class ToolPlan:
 class ToolCallOutput:
     """One generated tool call: its output tokens are [start, end) of the sequence's."""
 
-    id: str  # ten digits; each protocol adds its prefix (chatcmpl-tool-, call_, toolu_)
+    id: str  # 16 hex characters; each protocol adds its prefix (chatcmpl-tool-, call_, toolu_)
     name: str
     arguments: str
     start: int
@@ -90,7 +90,7 @@ def make_tool_calls(
     for name in pick_tools(rng, [name for name, _ in plan.tools], count):
         text = arguments(schemas[name], name)
         ids, pieces = tokenizer.tokenize(text)
-        call_id = f"{rng.randrange(10**10):010d}"  # each protocol prefixes its own
+        call_id = f"{rng.getrandbits(64):016x}"  # each protocol prefixes its own
         start = len(made.token_ids)
         made.calls.append(ToolCallOutput(call_id, name, text, start, start + len(ids)))
         made.token_ids += ids
