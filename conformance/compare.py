@@ -63,9 +63,24 @@ def compare(case: Case, oracle: Exchange, sim: Exchange) -> list[Difference]:
     found: list[Difference] = []
     if oracle.status != sim.status:
         found.append(Difference(case.name, "status", "", str(oracle.status), str(sim.status)))
+    if (oracle.status >= 400) != (sim.status >= 400):
+        # An answer against an error: their keys have nothing in common, so the error's
+        # text says more than a list of every key one side lacks.
+        found.append(Difference(case.name, "message", "", error_text(oracle), error_text(sim)))
+        return found
     found.extend(compare_headers(case, oracle, sim))
     found.extend(compare_bodies(case, oracle, sim))
     return _unique(found)
+
+
+def error_text(exchange: Exchange) -> str:
+    if exchange.status < 400:
+        return "(no error)"
+    try:
+        texts = messages(json.loads(exchange.body))
+    except ValueError:
+        return _clip(exchange.body)
+    return " / ".join(texts.values()) or _clip(exchange.body)
 
 
 def _unique(found: list[Difference]) -> list[Difference]:
@@ -162,8 +177,25 @@ def compare_streams(case: Case, oracle: bytes, sim: bytes) -> Iterator[Differenc
     left_events, left_framing = parse_sse(oracle)
     right_events, right_framing = parse_sse(sim)
     yield from compare_framing(case, left_framing, right_framing)
-    yield from compare_runs(case, runs(left_events, rules), runs(right_events, rules))
+    left, right = by_choice(left_events), by_choice(right_events)
+    for key in sorted(set(left) | set(right), key=lambda k: (k is None, k or 0)):
+        yield from compare_runs(
+            case, runs(left.get(key, []), rules), runs(right.get(key, []), rules)
+        )
     yield from compare_choice_order(case, left_events, right_events)
+
+
+def by_choice(events: list[Event]) -> dict[int | None, list[Event]]:
+    """With several choices, each choice's chunks apart (and, under None, those about no one
+    choice, such as the usage chunk), so that each choice's sequence is compared on its own
+    and how they interleave is compared once; with one choice, the whole stream in order."""
+    split: dict[int | None, list[Event]] = {}
+    for event in events:
+        indices = [i for i, _ in choice_order([event])]
+        split.setdefault(indices[0] if len(indices) == 1 else None, []).append(event)
+    if len([k for k in split if k is not None]) < 2:
+        return {0: events}
+    return split
 
 
 def choice_order(events: list[Event]) -> list[tuple[int, int]]:
