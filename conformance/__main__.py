@@ -1,7 +1,7 @@
 """`python -m conformance`: sets up the oracle if needed, starts real vLLM and the simulator,
 sends every case to both, compares, writes .conformance/report.{md,json} and the raw answers
 (.conformance/exchanges/), and exits 1 when a difference is not accepted (2 when a server
-could not be started)."""
+could not be set up or started)."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def start_servers(layout: Layout, args: argparse.Namespace) -> tuple[Server, Ser
     try:
         wait_ready(sim, 60)
         wait_ready(oracle, args.oracle_timeout)
-    except RuntimeError:
+    except BaseException:
         stop(oracle)
         stop(sim)
         raise
@@ -119,7 +119,11 @@ def main(argv: list[str]) -> int:
     layout = Layout(args.cache.resolve(), REPO)
     info = RunInfo(VLLM_VERSION, time.strftime("%Y-%m-%d %H:%M:%S"))
     clock = time.monotonic()
-    ensure_oracle(layout, args.python)
+    try:
+        ensure_oracle(layout, args.python)
+    except RuntimeError as error:
+        say(f"the oracle could not be set up: {error}")
+        return 2
     info.seconds["setup"] = time.monotonic() - clock
     if args.setup_only:
         return 0

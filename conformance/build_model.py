@@ -38,7 +38,15 @@ def build_tokenizer(files: list[str]) -> Any:
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # Each punctuation mark is a token of its own: no token then spans the end of one
+    # structure and the start of the next (`><` across `</tool_call><tool_call>`), so a
+    # grammar always reaches the point where EOS may end the output.
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Punctuation(behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=list(SPECIAL))
     tok.train_from_iterator(ascii_lines(files), trainer=trainer)
