@@ -132,7 +132,7 @@ def stream_sections(results: list[CaseResult]) -> list[str]:
         lines.append(f"- vllm-sim: {sequence(right, labels)}")
         legend = {label: shape for shape, label in labels.items()}
         for label in sorted(legend, key=lambda x: (len(x), x)):
-            lines.append(f"  - {label}: {summary(dict(legend[label]), limit=10)}")
+            lines.append(f"  - {label}: {summary(dict(legend[label]), limit=None)}")
     return lines
 
 

@@ -76,7 +76,8 @@ def event_shape(event: Event, rules: ShapeRules) -> Shape:
     try:
         document: Any = json.loads(event.data)
     except ValueError:
-        document = {"<text>": event.data}
+        # Not JSON (the `[DONE]` terminator): the text itself is the shape.
+        return {"<text>": frozenset({f"str={json.dumps(event.data)}"})}
     shape = shape_of(document, rules)
     if event.name is not None:
         shape["<event>"] = frozenset({f"str={json.dumps(event.name)}"})
@@ -108,9 +109,9 @@ def runs(events: list[Event], rules: ShapeRules) -> list[Run]:
     return out
 
 
-def summary(shape: Shape, limit: int = 6) -> str:
-    """A few words naming a chunk kind for a reader: its event name, then the leaf paths
-    that hold a value (not null), with compared values."""
+def summary(shape: Shape, limit: int | None = 6) -> str:
+    """A chunk kind named for a reader: its event name, then its leaf paths, with their
+    compared values or `=null`."""
     parts: list[str] = []
     name = shape.get("<event>")
     if name:
@@ -118,13 +119,12 @@ def summary(shape: Shape, limit: int = 6) -> str:
     leaves = [
         (path, kinds)
         for path, kinds in sorted(shape.items())
-        if path not in ("$", "<event>")
-        and not kinds & {"object", "list"}
-        and kinds != frozenset({"null"})
+        if path not in ("$", "<event>") and not kinds & {"object", "list"}
     ]
     for path, kinds in leaves[:limit]:
         values = [k.split("=", 1)[1] for k in sorted(kinds) if "=" in k]
+        values += ["null"] if "null" in kinds else []
         parts.append(f"{path}={'|'.join(values)}" if values else path)
-    if len(leaves) > limit:
+    if limit is not None and len(leaves) > limit:
         parts.append(f"+{len(leaves) - limit}")
     return ", ".join(parts) or "{}"
