@@ -7,8 +7,9 @@ PORT ?= 8000
 ARGS ?=
 FUZZ_EXAMPLES ?= 10000
 FUZZ_REPORT ?=
+CONFORMANCE_ARGS ?=
 
-.PHONY: run test lint typecheck unit fuzz bench install dev clean docs
+.PHONY: run test lint typecheck unit fuzz bench install dev clean docs conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +30,8 @@ run: install
 	$(BIN)/vllm-sim --model $(MODEL) --port $(PORT) $(ARGS)
 
 lint: dev
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench conformance
+	$(BIN)/ruff format --check src tests bench conformance
 	$(BIN)/lint-imports --no-cache
 
 typecheck: dev
@@ -47,6 +48,12 @@ test: lint typecheck unit
 fuzz: dev
 	VLLM_SIM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) VLLM_SIM_FUZZ_REPORT=$(FUZZ_REPORT) \
 	$(BIN)/pytest tests/fuzz --timeout=0
+
+# The simulator against a real vLLM, on demand (not part of `make test`). The first run
+# installs vLLM's CPU build (about 3.5 GB) and a tiny model into .conformance/; later runs
+# reuse them. CONFORMANCE_ARGS="--only 'chat*'" runs some cases. Report: .conformance/report.md.
+conformance: dev
+	$(BIN)/python -m conformance --python $(PYTHON) $(CONFORMANCE_ARGS)
 
 bench: dev
 	$(BIN)/python -m bench $(BENCH_ARGS)
