@@ -365,7 +365,7 @@ class MessageEvents:
                 if pieces[i]
             )
         parts = []
-        for i in range(start, end):
+        for i in range(start, min(end, calls[-1].end)):  # the end of sequence says nothing
             index = next(k for k, call in enumerate(calls) if call.start <= i < call.end)
             call = calls[index]
             if i == call.start:

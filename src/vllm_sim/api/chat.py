@@ -329,6 +329,8 @@ class ChatChunks(OpenAIChunks):
 
     def _delta(self, seq: Sequence, i: int) -> bytes:
         piece = seq.output_pieces[i]
+        if seq.eos and i == len(seq.output_ids) - 1:
+            return b"{}"  # the end-of-sequence step says nothing, as vLLM's does
         if seq.tool_calls is not None:
             return _tool_call_delta(seq.tool_calls, i, piece)
         if seq.request.with_image:

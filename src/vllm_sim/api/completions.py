@@ -113,7 +113,11 @@ class ChoiceShape:
         self.logprobs = CompletionLogprobs(top) if top is not None else None
         self.echo = call.options.echo
         self.token_ids = shape.token_ids
-        self.prompt_logprobs = call.options.prompt_logprobs
+        # An echo with logprobs lists the prompt's logprobs too, as vLLM computes them for it.
+        prompt_logprobs = call.options.prompt_logprobs
+        if prompt_logprobs is None and self.echo and top is not None:
+            prompt_logprobs = top
+        self.prompt_logprobs = prompt_logprobs
         self.tokenizer = call.ctx.tokenizer
 
     def prompt_text(self, prompt: Prompt) -> str:

@@ -29,11 +29,12 @@ def check_logprobs_count(value: int | None, param: str) -> None:
     if value < 0:
         raise RequestError(400, f"`{param}` must be a non-negative value.", param=param)
     if value > MAX_LOGPROBS:
+        # vLLM names the sampling parameter both fields become.
         raise RequestError(
             400,
             f"Requested sample logprobs of {value}, which is greater than max allowed: "
-            f"{MAX_LOGPROBS}",
-            param=param,
+            f"{MAX_LOGPROBS} (parameter=logprobs, value={value})",
+            param="logprobs",
         )
 
 

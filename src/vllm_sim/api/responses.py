@@ -73,6 +73,8 @@ class ResponsesRequest(msgspec.Struct, weakref=True):
     metadata: dict[str, Any] | None = None
     temperature: float | None = None
     top_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
     previous_response_id: str | None = None
     store: bool | None = None  # vLLM's default is true; it only counts with the store on
     background: bool | None = None
@@ -385,6 +387,10 @@ class ResponseShape:
             "user": body.user,
             "input_messages": None,
             "output_messages": None,
+            "frequency_penalty": _or(body.frequency_penalty, 0.0),
+            "presence_penalty": _or(body.presence_penalty, 0.0),
+            "kv_transfer_params": None,
+            "ec_transfer_params": None,
         }
 
 
@@ -403,6 +409,7 @@ def _usage(seq: Sequence) -> dict[str, Any]:
         "input_tokens": prompt,
         "input_tokens_details": {
             "cached_tokens": seq.cached_tokens,
+            "cache_write_tokens": 0,
             "input_tokens_per_turn": [],
             "cached_tokens_per_turn": [],
         },
@@ -418,10 +425,9 @@ def _usage(seq: Sequence) -> dict[str, Any]:
 
 
 def _text_part(seq: Sequence, shape: ResponseShape, text: str) -> dict[str, Any]:
-    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
-    if shape.logprobs is not None:
-        part["logprobs"] = shape.logprobs.entries(seq.output_pieces, 0)
-    return part
+    logprobs = shape.logprobs
+    entries = None if logprobs is None else logprobs.entries(seq.output_pieces, 0)
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": entries}
 
 
 def output_item(seq: Sequence, shape: ResponseShape, done: bool) -> dict[str, Any]:
@@ -438,14 +444,15 @@ def output_item(seq: Sequence, shape: ResponseShape, done: bool) -> dict[str, An
             "status": status,
         }
     content = [_text_part(seq, shape, "".join(seq.output_pieces))] if done else []
-    if done and seq.finish_reason == Finish.LENGTH:
-        status = "incomplete"
+    # A message cut by max_output_tokens is still a completed item in vLLM; the response
+    # says it is incomplete.
     return {
         "type": "message",
         "id": shape.message_id,
         "role": "assistant",
         "status": status,
         "content": content,
+        "phase": None,
     }
 
 
@@ -483,9 +490,7 @@ class ResponseEvents:
             ),
         ]
         if not seq.tool_calls:
-            part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
-            if shape.logprobs is not None:
-                part["logprobs"] = []
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             parts.append(
                 self._event("response.content_part.added", {**self._where(seq), "part": part})
             )
@@ -498,6 +503,7 @@ class ResponseEvents:
             return b"".join(
                 self._event(name, {**self._where(seq), "delta": pieces[i]})
                 for i in range(start, end)
+                if pieces[i]  # the end of sequence has no text
             )
         logprobs = self._shape.logprobs
         return b"".join(
@@ -523,7 +529,7 @@ class ResponseEvents:
             parts = [self._event("response.function_call_arguments.done", args)]
         else:
             text_part = item["content"][0]
-            done = {**where, "text": text_part["text"], "logprobs": text_part.get("logprobs", [])}
+            done = {**where, "text": text_part["text"], "logprobs": text_part["logprobs"] or []}
             parts = [
                 self._event("response.output_text.done", done),
                 self._event("response.content_part.done", {**where, "part": text_part}),

@@ -142,13 +142,14 @@ class OpenAIChunks(OpenAIStreamErrors):
         return b"data: " + _encode(chunk) + b"\n\ndata: [DONE]\n\n"
 
 
-def running_usage(seq: Sequence, completion_tokens: int) -> dict[str, int]:
+def running_usage(seq: Sequence, completion_tokens: int) -> dict[str, int | None]:
     """The usage a chunk carries with continuous_usage_stats: its choice's tokens so far."""
     prompt = seq.prompt_tokens
     return {
         "prompt_tokens": prompt,
         "total_tokens": prompt + completion_tokens,
         "completion_tokens": completion_tokens,
+        "completion_tokens_details": None,
     }
 
 

@@ -118,8 +118,12 @@ class ContentSource:
                 seq.stop_reason = hit.reason
                 return
         if seq.finish_reason == Finish.STOP:
-            seq.output_ids.append(self.tokenizer.eos_token_id)
-            seq.output_pieces.append("")
+            self._append_eos(seq)
+
+    def _append_eos(self, seq: Sequence) -> None:
+        seq.output_ids.append(self.tokenizer.eos_token_id)
+        seq.output_pieces.append("")
+        seq.eos = True
 
     def _placeholder_output(self, seq: Sequence) -> None:
         """An encoder-only node produces no text: `max_tokens` copies of `!`, cut by length."""
@@ -150,6 +154,7 @@ class ContentSource:
         seq.call_starts = frozenset(call.start for call in made.calls[1:])
         seq.extra_completion_tokens = TOOL_CALL_OVERHEAD * len(made.calls)
         seq.finish_reason = Finish.TOOL_CALLS
+        self._append_eos(seq)  # the model ends its calls by itself
         return True
 
     def _arguments(self, schema: Mapping[str, Any], name: str) -> str:

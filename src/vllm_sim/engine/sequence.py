@@ -30,6 +30,7 @@ class Sequence:
         "call_starts",
         "deadline",
         "emitted",
+        "eos",
         "extra_completion_tokens",
         "finish_reason",
         "index",
@@ -79,6 +80,7 @@ class Sequence:
         self.sent = 0  # tokens the protocol encoder has already written
         self.finish_reason: FinishReason | None = None
         self.stop_reason: str | int | None = None  # the stop string or token that ended it
+        self.eos = False  # the last output token is the end-of-sequence token (no text)
         self.cached_tokens = 0
         self.tool_calls: list[ToolCallOutput] | None = None
         # Token indices that open a later tool call: they follow without a decode step.

@@ -47,7 +47,7 @@ class Route:
 
     @property
     def allow_header(self) -> bytes:
-        return ", ".join([*sorted(self.methods), "OPTIONS"]).encode()
+        return ", ".join(sorted(self.methods)).encode()  # as vLLM lists them: no OPTIONS
 
 
 class _BodyTooLarge(Exception):
