@@ -102,8 +102,8 @@ def _tool_mode(call: Call[ChatRequest]) -> ToolMode:
     """How the request chose its tools, which decides how a call is reported: a named tool
     finishes with "stop", and a forced call has empty rather than null content."""
     choice = call.body.tool_choice
-    if isinstance(choice, dict):
-        return "named"
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        return "named"  # other object choices (custom, allowed_tools) act as auto
     return "required" if choice == "required" else "auto"
 
 
