@@ -430,15 +430,16 @@ def sse_events(
 
 
 def token_times(events: list[tuple[float, dict[str, Any]]], *, per_choice: bool) -> list[float]:
-    """Arrival times of the (time, chunk) SSE events that carry generated text: one per event,
-    or with `per_choice` one per choice that carries text."""
+    """Arrival times of the (time, chunk) SSE events that carry a generated token: one per
+    event, or with `per_choice` one per choice that carries one. A token is text, or the
+    end-of-sequence token: no text, on the chunk that finishes its choice with "stop"."""
     times = []
     for at, event in events:
         for choice in event.get("choices", []):
             text = choice.get("text")
             if text is None:
                 text = (choice.get("delta") or {}).get("content")
-            if text:
+            if text or (text == "" and choice.get("finish_reason") == "stop"):
                 times.append(at)
                 if not per_choice:
                     break
