@@ -128,7 +128,6 @@ class StreamedChoice:
 
     role_chunks: int = 0
     pieces: list[str] = field(default_factory=list)  # token texts, the end of sequence aside
-    logprobs: list[Any] = field(default_factory=list)  # each token chunk's `logprobs`
     finish_reason: str | None = None
     stop_reason: object = None
     eos: bool = False  # ended by its end-of-sequence token: an empty last chunk
@@ -156,7 +155,7 @@ class Stream:
 _CHUNK_KEYS = frozenset({"id", "object", "created", "model", "choices"})
 _CHAT_ROLE_KEYS = frozenset({"index", "delta", "logprobs", "finish_reason"})
 _CHAT_TOKEN_KEYS = _CHAT_ROLE_KEYS | {"token_ids"}
-COMPLETION_CHUNK_CHOICE_KEYS = frozenset(
+_COMPLETION_CHUNK_KEYS = frozenset(
     {"index", "text", "logprobs", "finish_reason", "stop_reason", "prompt_token_ids", "token_ids"}
 )
 
@@ -208,8 +207,9 @@ def _finish(state: StreamedChoice, choice: dict[str, Any], text: str) -> None:
 
 
 def chat_stream(sse: SSE, include_usage: bool = False, one_token: bool = True) -> Stream:
-    """Parses a plain chat stream, checking each choice's chunks: the role chunk first, then
-    one chunk per token with its content, the last carrying the finish, and nothing after."""
+    """Parses a plain chat stream (no logprobs, token ids or tools), checking each choice's
+    chunks: the role chunk first, then one chunk per token with its content, the last
+    carrying the finish, and nothing after."""
     chunks, usage_value, fingerprint = _stream_chunks(sse, "chat.completion.chunk", include_usage)
     choices: dict[int, StreamedChoice] = {}
     for chunk in chunks:
@@ -227,11 +227,10 @@ def chat_stream(sse: SSE, include_usage: bool = False, one_token: bool = True) -
             state.role_chunks = 1
             continue
         assert set(chunk) == _CHUNK_KEYS, chunk
-        assert choice["token_ids"] is None
+        assert choice["token_ids"] is None and choice["logprobs"] is None
         assert set(delta) == {"content"}, delta
         content = delta["content"]
         assert isinstance(content, str)
-        state.logprobs.append(choice["logprobs"])
         if choice["finish_reason"] is None:
             assert set(choice) == _CHAT_TOKEN_KEYS, choice
         else:
@@ -250,19 +249,20 @@ def chat_stream(sse: SSE, include_usage: bool = False, one_token: bool = True) -
 
 
 def completion_stream(sse: SSE, include_usage: bool = False, one_token: bool = True) -> Stream:
-    """Parses a plain completion stream: one chunk per token, the last carrying the finish."""
+    """Parses a plain completion stream (no logprobs, token ids or `echo`): one chunk per
+    token, the last carrying the finish."""
     chunks, usage_value, fingerprint = _stream_chunks(sse, "text_completion", include_usage)
     choices: dict[int, StreamedChoice] = {}
     for chunk in chunks:
         assert set(chunk) == _CHUNK_KEYS, chunk
         [choice] = chunk["choices"]
-        assert set(choice) == COMPLETION_CHUNK_CHOICE_KEYS, choice
+        assert set(choice) == _COMPLETION_CHUNK_KEYS, choice
         assert choice["token_ids"] is None and choice["prompt_token_ids"] is None
+        assert choice["logprobs"] is None
         state = choices.setdefault(choice["index"], StreamedChoice())
         assert state.finish_reason is None, "nothing after a choice's finish"
         text = choice["text"]
         assert isinstance(text, str)
-        state.logprobs.append(choice["logprobs"])
         if choice["finish_reason"] is None:
             assert choice["stop_reason"] is None
         else:
