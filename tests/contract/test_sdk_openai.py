@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from tests.support.fixtures import openai_fixture
-from tests.support.http import ascii_tokens, is_bank_text
+from tests.support.http import EOS_TOKENS, ascii_tokens, is_bank_text
 from tests.support.server import SimServer
 
 MESSAGES: list[openai.types.chat.ChatCompletionMessageParam] = [
@@ -34,10 +34,13 @@ def test_chat_create(client: openai.OpenAI, sim: SimServer) -> None:
     assert choice.finish_reason in ("stop", "length")
     assert reply.usage is not None
     assert reply.usage.prompt_tokens == 10
-    assert reply.usage.completion_tokens == len(ascii_tokens(choice.message.content))
+    # A stop by the model itself counts its end-of-sequence token too.
+    eos = EOS_TOKENS if choice.finish_reason == "stop" else 0
+    assert reply.usage.completion_tokens == len(ascii_tokens(choice.message.content)) + eos
     assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
-    assert reply.usage.prompt_tokens_details is not None
-    assert reply.usage.prompt_tokens_details.cached_tokens == 0
+    # vLLM leaves the details null unless asked for (and some tokens were cached).
+    assert reply.usage.prompt_tokens_details is None
+    assert reply.usage.completion_tokens_details is None
 
 
 def test_chat_create_with_max_completion_tokens(client: openai.OpenAI, sim: SimServer) -> None:
@@ -50,6 +53,7 @@ def test_chat_create_with_max_completion_tokens(client: openai.OpenAI, sim: SimS
         count = len(ascii_tokens(choice.message.content))
         assert count <= 7
         assert (choice.finish_reason == "length") == (count == 7)
+    assert reply.usage is not None and reply.usage.completion_tokens <= 3 * 7
 
 
 def test_chat_stream_iteration(client: openai.OpenAI, sim: SimServer) -> None:
@@ -82,7 +86,8 @@ def test_chat_stream_iteration(client: openai.OpenAI, sim: SimServer) -> None:
     assert roles == ["assistant"]
     assert is_bank_text(text)
     assert finish in ("stop", "length")
-    assert usage is not None and usage.completion_tokens == tokens
+    eos = EOS_TOKENS if finish == "stop" else 0  # a chunk with no text, counted in usage
+    assert usage is not None and usage.completion_tokens == tokens + eos
     assert usage.prompt_tokens == 10
 
 
@@ -101,7 +106,7 @@ def test_chat_stream_helper(client: openai.OpenAI, sim: SimServer) -> None:
     assert is_bank_text(choice.message.content)
     assert choice.finish_reason == "stop"
     assert final.usage is not None
-    assert final.usage.completion_tokens == len(deltas)
+    assert final.usage.completion_tokens == len(deltas) + EOS_TOKENS
 
 
 def test_beta_chat_stream_helper_n_two(echo: openai.OpenAI, echo_sim: SimServer) -> None:
@@ -122,8 +127,10 @@ def test_chat_logprobs_through_sdk(echo: openai.OpenAI, echo_sim: SimServer) -> 
     )
     logprobs = reply.choices[0].logprobs
     assert logprobs is not None and logprobs.content is not None
-    assert [e.token for e in logprobs.content] == ["This ", "is ", "a ", "test", "."]
-    assert [e.logprob for e in logprobs.content] == [-1.0, -1.1, -1.2, -1.0, -1.1]
+    # The end-of-sequence token is listed last, with no text.
+    assert [e.token for e in logprobs.content] == ["This ", "is ", "a ", "test", ".", ""]
+    assert [e.logprob for e in logprobs.content] == [-1.0, -1.1, -1.2, -1.0, -1.1, -1.2]
+    assert logprobs.content[-1].bytes == []
     assert [t.token for t in logprobs.content[0].top_logprobs] == ["This ", "This _1"]
     reply = echo.chat.completions.create(model=echo_sim.model, messages=MESSAGES, logprobs=True)
     logprobs = reply.choices[0].logprobs
@@ -141,11 +148,11 @@ def test_completions_create(echo: openai.OpenAI, echo_sim: SimServer) -> None:
     assert [c.index for c in reply.choices] == [0, 1, 2, 3]
     assert reply.usage is not None
     assert reply.usage.prompt_tokens == 6
-    assert reply.usage.completion_tokens == 12
+    assert reply.usage.completion_tokens == 12 + 4 * EOS_TOKENS
     first = reply.choices[0].logprobs
     assert first is not None
-    assert first.tokens == ["This ", "is ", "a ", "test", "."]
-    assert first.text_offset == [0, 5, 8, 10, 14]
+    assert first.tokens == ["This ", "is ", "a ", "test", ".", ""]
+    assert first.text_offset == [0, 5, 8, 10, 14, 15]
 
 
 def test_completions_stream(client: openai.OpenAI, sim: SimServer) -> None:
@@ -167,11 +174,11 @@ def test_completions_stream(client: openai.OpenAI, sim: SimServer) -> None:
         [choice] = chunk.choices
         # The SDK types finish_reason as never None; on the wire it is null until the end.
         reason: str | None = cast("str | None", choice.finish_reason)
+        assert finish is None, "nothing after the finish"
         if reason:
-            finish = reason
-            assert choice.text == ""
-        else:
-            pieces.append(choice.text)
+            finish = reason  # on the chunk of the last token: ignore_eos has no EOS
+        assert choice.text
+        pieces.append(choice.text)
     assert len(pieces) == 50
     assert finish == "length"
     assert usage is not None

@@ -139,3 +139,26 @@ def assert_anthropic_error(
     if contains is not None:
         assert contains in error["message"], error
     return error
+
+
+def context_length_message(max_model_len: int, max_tokens: int | None) -> str:
+    """vLLM's refusal of a prompt that leaves too little room for max_tokens (or for one
+    token, when unset). vLLM counts the prompt only until it overflows, so the message
+    gives the least prompt that does not fit, whatever the real prompt's length."""
+    asked = max_tokens or 0
+    counted = max_model_len - asked + 1
+    return (
+        f"This model's maximum context length is {max_model_len} tokens. However, you "
+        f"requested {asked} output tokens and your prompt contains at least {counted} input "
+        f"tokens, for a total of at least {max_model_len + 1} tokens. Please reduce the "
+        "length of the input prompt or the number of requested output tokens. "
+        f"(parameter=input_tokens, value={counted})"
+    )
+
+
+def max_tokens_message(max_model_len: int, max_tokens: int) -> str:
+    """vLLM's refusal of a max_tokens larger than the whole context."""
+    return (
+        f"max_tokens={max_tokens} cannot be greater than max_model_len={max_model_len}. "
+        f"Please request fewer output tokens. (parameter=max_tokens, value={max_tokens})"
+    )

@@ -134,14 +134,276 @@ def stream_post(client: httpx.Client, path: str, body: dict[str, Any]) -> SSE:
     return parse_sse(response.content)
 
 
-def usage(prompt: int, completion: int) -> dict[str, Any]:
-    """The usage object every non-streaming response (and usage chunk) carries."""
+@dataclass
+class StreamedChoice:
+    """One choice of a chat or completion stream, as its chunks told it."""
+
+    role_chunks: int = 0
+    pieces: list[str] = field(default_factory=list)  # token texts, the end of sequence aside
+    finish_reason: str | None = None
+    stop_reason: object = None
+    eos: bool = False  # ended by its end-of-sequence token: an empty last chunk
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+    @property
+    def tokens(self) -> int:
+        """The tokens usage counts for it: its text tokens and its end of sequence."""
+        return len(self.pieces) + self.eos
+
+
+@dataclass
+class Stream:
+    """A chat or completion stream read whole: its choices, usage, ids and fingerprint."""
+
+    choices: dict[int, StreamedChoice]
+    usage: dict[str, Any] | None
+    ids: set[str]
+    fingerprint: str
+
+
+_CHUNK_KEYS = frozenset({"id", "object", "created", "model", "choices"})
+_CHAT_ROLE_KEYS = frozenset({"index", "delta", "logprobs", "finish_reason"})
+_CHAT_TOKEN_KEYS = _CHAT_ROLE_KEYS | {"token_ids"}
+_COMPLETION_CHUNK_KEYS = frozenset(
+    {"index", "text", "logprobs", "finish_reason", "stop_reason", "prompt_token_ids", "token_ids"}
+)
+
+
+def _stream_chunks(
+    sse: SSE, obj: str, include_usage: bool
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
+    """Checks what every chunk shares; returns the choice chunks (their keys are left to the
+    caller, the fingerprint removed), the usage (or None) and the system fingerprint, which
+    rides on the usage chunk, or without one on the stream's last chunk."""
+    chunks = [dict(chunk) for chunk in sse.chunks]
+    assert chunks, "a stream has chunks before [DONE]"
+    first = chunks[0]
+    for chunk in chunks:
+        assert chunk["object"] == obj, chunk
+        assert chunk["id"] == first["id"]
+        assert chunk["created"] == first["created"]
+        assert chunk["model"] == first["model"]
+        assert type(chunk["created"]) is int
+        assert "usage" not in chunk or include_usage, "usage only when asked for"
+    last = chunks.pop()
+    fingerprint = last.pop("system_fingerprint", None)
+    assert isinstance(fingerprint, str), f"the last chunk carries the fingerprint: {last}"
+    assert re.fullmatch(FINGERPRINT_RE, fingerprint), fingerprint
+    assert not any("system_fingerprint" in chunk for chunk in chunks), "only on the last"
+    usage_value = None
+    if include_usage:
+        assert set(last) == _CHUNK_KEYS | {"usage"}, last
+        assert last["choices"] == []
+        usage_value = last["usage"]
+        assert isinstance(usage_value, dict)
+    else:
+        chunks.append(last)
+    for chunk in chunks:
+        assert "usage" not in chunk, "usage rides on the usage chunk alone"
+        assert len(chunk["choices"]) == 1, chunk
+    return chunks, usage_value, fingerprint
+
+
+def _finish(state: StreamedChoice, choice: dict[str, Any], text: str) -> None:
+    """Records a choice's finish, carried by the chunk of its last token: with an empty text,
+    its end-of-sequence token, which only a stop by the model itself has."""
+    assert choice["finish_reason"] in ("stop", "length"), choice
+    state.finish_reason = choice["finish_reason"]
+    state.stop_reason = choice["stop_reason"]
+    state.eos = text == ""
+    natural = state.finish_reason == "stop" and state.stop_reason is None
+    assert state.eos == natural, f"an end of sequence is a natural stop's last token: {choice}"
+
+
+def chat_stream(sse: SSE, include_usage: bool = False, one_token: bool = True) -> Stream:
+    """Parses a plain chat stream (no logprobs, token ids or tools), checking each choice's
+    chunks: the role chunk first, then one chunk per token with its content, the last
+    carrying the finish, and nothing after."""
+    chunks, usage_value, fingerprint = _stream_chunks(sse, "chat.completion.chunk", include_usage)
+    choices: dict[int, StreamedChoice] = {}
+    for chunk in chunks:
+        [choice] = chunk["choices"]
+        state = choices.setdefault(choice["index"], StreamedChoice())
+        assert state.finish_reason is None, "nothing after a choice's finish"
+        delta = choice["delta"]
+        if state.role_chunks == 0:
+            assert set(chunk) == _CHUNK_KEYS | {"prompt_token_ids", "prompt_text"}, chunk
+            assert chunk["prompt_token_ids"] is None and chunk["prompt_text"] is None
+            assert set(choice) == _CHAT_ROLE_KEYS, choice
+            assert delta == {"role": "assistant", "content": ""}, "role chunk comes first"
+            assert choice["finish_reason"] is None
+            assert choice["logprobs"] is None
+            state.role_chunks = 1
+            continue
+        assert set(chunk) == _CHUNK_KEYS, chunk
+        assert choice["token_ids"] is None and choice["logprobs"] is None
+        assert set(delta) == {"content"}, delta
+        content = delta["content"]
+        assert isinstance(content, str)
+        if choice["finish_reason"] is None:
+            assert set(choice) == _CHAT_TOKEN_KEYS, choice
+        else:
+            assert set(choice) == _CHAT_TOKEN_KEYS | {"stop_reason"}, choice
+            _finish(state, choice, content)
+            if state.eos:
+                continue
+        assert content, "only the end of sequence has no text"
+        if one_token:
+            assert is_one_token(content), content
+        state.pieces.append(content)
+    for state in choices.values():
+        assert state.finish_reason is not None, "every choice ends with a finish"
+    assert sorted(choices) == list(range(len(choices)))
+    return Stream(choices, usage_value, {c["id"] for c in sse.chunks}, fingerprint)
+
+
+def completion_stream(sse: SSE, include_usage: bool = False, one_token: bool = True) -> Stream:
+    """Parses a plain completion stream (no logprobs, token ids or `echo`): one chunk per
+    token, the last carrying the finish."""
+    chunks, usage_value, fingerprint = _stream_chunks(sse, "text_completion", include_usage)
+    choices: dict[int, StreamedChoice] = {}
+    for chunk in chunks:
+        assert set(chunk) == _CHUNK_KEYS, chunk
+        [choice] = chunk["choices"]
+        assert set(choice) == _COMPLETION_CHUNK_KEYS, choice
+        assert choice["token_ids"] is None and choice["prompt_token_ids"] is None
+        assert choice["logprobs"] is None
+        state = choices.setdefault(choice["index"], StreamedChoice())
+        assert state.finish_reason is None, "nothing after a choice's finish"
+        text = choice["text"]
+        assert isinstance(text, str)
+        if choice["finish_reason"] is None:
+            assert choice["stop_reason"] is None
+        else:
+            _finish(state, choice, text)
+            if state.eos:
+                continue
+        assert text, "only the end of sequence has no text"
+        if one_token:
+            assert is_one_token(text), text
+        state.pieces.append(text)
+    for state in choices.values():
+        assert state.finish_reason is not None, "every choice ends with a finish"
+    assert sorted(choices) == list(range(len(choices)))
+    return Stream(choices, usage_value, {c["id"] for c in sse.chunks}, fingerprint)
+
+
+def usage(prompt: int, completion: int, cached: int | None = None) -> dict[str, Any]:
+    """The usage object of a non-streamed chat or completion answer, as vLLM sends it: its
+    details are null, unless the server reports prompt token details
+    (--enable-prompt-tokens-details) and `cached` tokens were found in the cache."""
     return {
         "prompt_tokens": prompt,
-        "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens": completion,
+        "prompt_tokens_details": None if not cached else {"cached_tokens": cached},
+        "completion_tokens_details": None,
     }
+
+
+def stream_usage(prompt: int, completion: int) -> dict[str, Any]:
+    """The usage of a stream's usage chunk: the same counts, without the null details."""
+    return {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "completion_tokens": completion,
+    }
+
+
+# A model that ends its answer by itself emits its end-of-sequence token: one more token
+# (counted in completion_tokens, listed in logprobs and token_ids) whose text is empty.
+EOS_TOKENS = 1
+
+FINGERPRINT_RE = r"vllm-0\.32\.0-[0-9a-f]{8}"  # system_fingerprint: the release, a config hash
+
+# Every key of vLLM's non-streamed answers, present even when null.
+CHAT_KEYS = frozenset(
+    {
+        "id",
+        "object",
+        "created",
+        "model",
+        "choices",
+        "service_tier",
+        "system_fingerprint",
+        "usage",
+        "prompt_logprobs",
+        "prompt_token_ids",
+        "prompt_text",
+        "kv_transfer_params",
+        "ec_transfer_params",
+        "metrics",
+    }
+)
+CHAT_CHOICE_KEYS = frozenset(
+    {"index", "message", "logprobs", "finish_reason", "stop_reason", "token_ids", "routed_experts"}
+)
+MESSAGE_KEYS = frozenset(
+    {"role", "content", "refusal", "annotations", "audio", "function_call", "reasoning"}
+)
+COMPLETION_KEYS = frozenset(
+    {
+        "id",
+        "object",
+        "created",
+        "model",
+        "choices",
+        "service_tier",
+        "system_fingerprint",
+        "usage",
+        "kv_transfer_params",
+        "ec_transfer_params",
+        "metrics",
+    }
+)
+COMPLETION_CHOICE_KEYS = frozenset(
+    {
+        "index",
+        "text",
+        "logprobs",
+        "finish_reason",
+        "stop_reason",
+        "token_ids",
+        "prompt_logprobs",
+        "prompt_token_ids",
+        "routed_experts",
+    }
+)
+
+
+def assert_chat_shape(reply: dict[str, Any]) -> None:
+    """Every key of a non-streamed chat answer, with the defaults of a plain request."""
+    assert set(reply) == CHAT_KEYS, set(reply) ^ CHAT_KEYS
+    assert reply["object"] == "chat.completion"
+    assert reply["service_tier"] is None
+    assert re.fullmatch(FINGERPRINT_RE, reply["system_fingerprint"]), reply["system_fingerprint"]
+    for key in ("prompt_text", "ec_transfer_params", "metrics"):
+        assert reply[key] is None, key
+    for choice in reply["choices"]:
+        assert set(choice) == CHAT_CHOICE_KEYS, set(choice) ^ CHAT_CHOICE_KEYS
+        assert choice["routed_experts"] is None
+        message = choice["message"]
+        extra = {"tool_calls"} if "tool_calls" in message else set()
+        assert set(message) == MESSAGE_KEYS | extra, set(message) ^ MESSAGE_KEYS
+        assert message["role"] == "assistant"
+        for key in ("refusal", "annotations", "audio", "function_call", "reasoning"):
+            assert message[key] is None, key
+
+
+def assert_completion_shape(reply: dict[str, Any]) -> None:
+    """Every key of a non-streamed text completion, with the defaults of a plain request."""
+    assert set(reply) == COMPLETION_KEYS, set(reply) ^ COMPLETION_KEYS
+    assert reply["object"] == "text_completion"
+    assert reply["service_tier"] is None
+    assert re.fullmatch(FINGERPRINT_RE, reply["system_fingerprint"]), reply["system_fingerprint"]
+    for key in ("ec_transfer_params", "metrics"):
+        assert reply[key] is None, key
+    for choice in reply["choices"]:
+        assert set(choice) == COMPLETION_CHOICE_KEYS, set(choice) ^ COMPLETION_CHOICE_KEYS
+        assert choice["routed_experts"] is None
 
 
 @dataclass
@@ -180,15 +442,16 @@ def sse_events(
 
 
 def token_times(events: list[tuple[float, dict[str, Any]]], *, per_choice: bool) -> list[float]:
-    """Arrival times of the (time, chunk) SSE events that carry generated text: one per event,
-    or with `per_choice` one per choice that carries text."""
+    """Arrival times of the (time, chunk) SSE events that carry a generated token: one per
+    event, or with `per_choice` one per choice that carries one. A token is text, or the
+    end-of-sequence token: no text, on the chunk that finishes its choice with "stop"."""
     times = []
     for at, event in events:
         for choice in event.get("choices", []):
             text = choice.get("text")
             if text is None:
                 text = (choice.get("delta") or {}).get("content")
-            if text:
+            if text or (text == "" and choice.get("finish_reason") == "stop"):
                 times.append(at)
                 if not per_choice:
                     break

@@ -313,12 +313,14 @@ def kv_server(
     sync: bool = True,
     env: dict[str, str] | None = None,
 ) -> Iterator[tuple[SimServer, Subscriber, httpx.Client]]:
-    """A simulator with the KV cache on, sleep mode on (used to sync), publishing to a SUB."""
+    """A simulator with the KV cache on, sleep mode on (used to sync), publishing to a SUB,
+    reporting cached prompt tokens in usage (vLLM does only when asked to)."""
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     sub = Subscriber(ctx, map_format, rcvhwm)
     flags = [
         "--enable-kvcache",
         "--enable-sleep-mode",
+        "--enable-prompt-tokens-details",
         "--zmq-endpoint",
         sub.endpoint,
         "--event-batch-size",
@@ -358,10 +360,19 @@ def complete(
 
 
 def cached_tokens(answer: dict[str, Any]) -> int:
-    details = answer["usage"]["prompt_tokens_details"]
-    assert isinstance(details, dict), answer["usage"]
+    """The cached prompt tokens an answer (or a stream's usage chunk) reports. As in vLLM,
+    details come only with a hit: null when nothing was cached (a stream's usage chunk then
+    leaves the key out), never `{"cached_tokens": 0}`."""
+    usage = answer["usage"]
+    streamed = "completion_tokens_details" not in usage  # the usage chunk drops null details
+    if streamed and "prompt_tokens_details" not in usage:
+        return 0
+    details = usage["prompt_tokens_details"]
+    if details is None and not streamed:
+        return 0
+    assert isinstance(details, dict) and set(details) == {"cached_tokens"}, usage
     value = details["cached_tokens"]
-    assert type(value) is int
+    assert type(value) is int and value > 0, usage
     return value
 
 

@@ -11,8 +11,10 @@ import pytest
 
 from tests.support.http import (
     CHAT,
+    EOS_TOKENS,
     REQUEST_ID_RE,
     ascii_tokens,
+    assert_chat_shape,
     chat_body,
     is_bank_text,
     json_ok,
@@ -30,20 +32,22 @@ def test_envelope(http: httpx.Client, sim: SimServer) -> None:
     before = int(time.time())
     reply = _chat(http, chat_body("Hello", model=sim.model, max_tokens=5))
     after = int(time.time())
-    assert set(reply) >= {"id", "object", "created", "model", "choices", "usage"}
+    assert_chat_shape(reply)
     assert re.fullmatch(f"chatcmpl-{REQUEST_ID_RE}", reply["id"]), reply["id"]
-    assert reply["object"] == "chat.completion"
+    # A plain request asks for none of these: vLLM sends them null.
+    for key in ("prompt_logprobs", "prompt_token_ids", "kv_transfer_params"):
+        assert reply[key] is None, key
     assert before <= reply["created"] <= after
     assert type(reply["created"]) is int
     assert reply["model"] == sim.model
     [choice] = reply["choices"]
-    assert set(choice) >= {"index", "message", "logprobs", "finish_reason"}
     assert choice["index"] == 0
     assert choice["logprobs"] is None
     assert choice["finish_reason"] in ("stop", "length")
-    assert choice["message"]["role"] == "assistant"
+    assert choice["stop_reason"] is None
+    assert choice["token_ids"] is None
     assert isinstance(choice["message"]["content"], str)
-    assert "tool_calls" not in choice["message"] or not choice["message"]["tool_calls"]
+    assert "tool_calls" not in choice["message"], "vLLM sends no tool_calls key without calls"
 
 
 def test_ids_are_unique_per_request(http: httpx.Client) -> None:
@@ -73,8 +77,8 @@ def test_simulated_prompt_token_counts(
 
 def test_usage_shape_and_totals(echo_http: httpx.Client) -> None:
     reply = _chat(echo_http, chat_body("This is a test."))
-    # Echo: `This ` `is ` `a ` `test` `.` = 5 tokens.
-    assert reply["usage"] == usage(10, 5)
+    # Echo: `This ` `is ` `a ` `test` `.` = 5 tokens, then the end of sequence.
+    assert reply["usage"] == usage(10, 5 + EOS_TOKENS)
 
 
 # ---------------------------------------------------------------------- echo
@@ -100,7 +104,7 @@ def test_echo_returns_the_last_message_verbatim(echo_http: httpx.Client, text: s
     assert choice["message"]["role"] == "assistant"
     assert choice["message"]["content"] == text
     assert choice["finish_reason"] == "stop"
-    assert reply["usage"]["completion_tokens"] >= 1
+    assert reply["usage"]["completion_tokens"] >= 1 + EOS_TOKENS
 
 
 def test_echo_uses_the_last_message_whatever_its_role(echo_http: httpx.Client) -> None:
@@ -128,7 +132,7 @@ def test_echo_of_an_empty_message(echo_http: httpx.Client) -> None:
     [choice] = reply["choices"]
     assert choice["message"]["content"] == ""
     assert choice["finish_reason"] == "stop"
-    assert reply["usage"] == usage(5, 0)
+    assert reply["usage"] == usage(5, EOS_TOKENS)  # nothing to say, but still an end
 
 
 @pytest.mark.parametrize(
@@ -138,12 +142,14 @@ def test_echo_of_an_empty_message(echo_http: httpx.Client) -> None:
 def test_echo_max_tokens_only_sets_the_finish_reason(
     echo_http: httpx.Client, max_tokens: int, finish: str
 ) -> None:
-    """The echo (5 tokens) is never truncated; `length` when it reaches max tokens."""
+    """The echo (5 tokens) is never truncated; `length` when it reaches max tokens, else
+    a stop with its end-of-sequence token (which fits, as max_tokens > 5)."""
     reply = _chat(echo_http, chat_body("This is a test.", max_tokens=max_tokens))
     [choice] = reply["choices"]
     assert choice["message"]["content"] == "This is a test."
     assert choice["finish_reason"] == finish
-    assert reply["usage"]["completion_tokens"] == 5
+    eos = EOS_TOKENS if finish == "stop" else 0
+    assert reply["usage"]["completion_tokens"] == 5 + eos
 
 
 def test_echo_max_completion_tokens_sets_the_finish_reason(echo_http: httpx.Client) -> None:
@@ -164,7 +170,7 @@ def test_echo_n_choices_share_prompt_and_id(echo_http: httpx.Client) -> None:
     reply = _chat(echo_http, chat_body("This is a test.", n=3))
     assert [c["index"] for c in reply["choices"]] == [0, 1, 2]
     assert all(c["message"]["content"] == "This is a test." for c in reply["choices"])
-    assert reply["usage"] == usage(10, 15)
+    assert reply["usage"] == usage(10, 3 * (5 + EOS_TOKENS))
 
 
 def test_random_n_choices(http: httpx.Client) -> None:
@@ -175,7 +181,8 @@ def test_random_n_choices(http: httpx.Client) -> None:
     for choice in choices:
         content = choice["message"]["content"]
         assert is_bank_text(content), content
-        total += len(ascii_tokens(content))
+        eos = EOS_TOKENS if choice["finish_reason"] == "stop" else 0
+        total += len(ascii_tokens(content)) + eos
     assert reply["usage"] == usage(6, total)
 
 
@@ -189,9 +196,11 @@ def test_random_text_is_bank_sentences_and_counts_match(http: httpx.Client) -> N
         content = choice["message"]["content"]
         assert is_bank_text(content), content
         tokens = ascii_tokens(content)
-        assert len(tokens) == reply["usage"]["completion_tokens"]
-        assert 1 <= len(tokens) <= 60
-        assert (choice["finish_reason"] == "length") == (len(tokens) == 60)
+        length = choice["finish_reason"] == "length"
+        # A natural stop also counts its end-of-sequence token, within max_tokens.
+        assert len(tokens) + (0 if length else EOS_TOKENS) == reply["usage"]["completion_tokens"]
+        assert 1 <= reply["usage"]["completion_tokens"] <= 60
+        assert length == (len(tokens) == 60)
 
 
 def test_random_max_tokens_one(http: httpx.Client) -> None:
@@ -220,6 +229,8 @@ def test_random_length_bounded_and_length_iff_max(http: httpx.Client, max_tokens
         count = len(ascii_tokens(choice["message"]["content"]))
         assert 1 <= count <= max_tokens
         assert (choice["finish_reason"] == "length") == (count == max_tokens), (count, choice)
+        if choice["finish_reason"] == "stop":  # room was left for the end of sequence
+            assert count + EOS_TOKENS <= max_tokens
         assert choice["finish_reason"] in ("stop", "length")
         reasons.add(choice["finish_reason"])
     # 15% of draws give exactly M (and M <= 6 is uniform), so 80 draws see both outcomes.

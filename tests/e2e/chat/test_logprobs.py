@@ -18,6 +18,15 @@ from tests.support.http import (
 )
 
 TEST_TOKENS = ["This ", "is ", "a ", "test", "."]  # "This is a test." in the simulated tokenizer
+# The end-of-sequence token ends every answer the model stops by itself: it has logprobs
+# like any token, and no text.
+EOS = ""
+ECHOED = [*TEST_TOKENS, EOS]  # the tokens of an echo of "This is a test."
+
+
+def answer_tokens(text: str, finish_reason: str) -> list[str]:
+    """The tokens of a random answer: its text's, and its end of sequence on a stop."""
+    return ascii_tokens(text) + ([EOS] if finish_reason == "stop" else [])
 
 
 def chat_entry(token: str, position: int, top: int) -> dict[str, Any]:
@@ -71,31 +80,40 @@ def test_chat_logprobs_without_top_logprobs(echo_http: httpx.Client) -> None:
     reply = post(echo_http, CHAT, chat_body("This is a test.", logprobs=True)).json()
     logprobs = reply["choices"][0]["logprobs"]
     assert set(logprobs) == {"content"}
-    assert_entries(logprobs["content"], TEST_TOKENS, 0)
+    assert_entries(logprobs["content"], ECHOED, 0)
     assert all(entry["top_logprobs"] == [] for entry in logprobs["content"])
 
 
 def test_chat_top_logprobs_zero(echo_http: httpx.Client) -> None:
     body = chat_body("This is a test.", logprobs=True, top_logprobs=0)
     content = post(echo_http, CHAT, body).json()["choices"][0]["logprobs"]["content"]
-    assert_entries(content, TEST_TOKENS, 0)
+    assert_entries(content, ECHOED, 0)
 
 
 @pytest.mark.parametrize("top", [1, 2, 5, 20])
 def test_chat_top_logprobs_k(echo_http: httpx.Client, top: int) -> None:
     body = chat_body("This is a test.", logprobs=True, top_logprobs=top)
     content = post(echo_http, CHAT, body).json()["choices"][0]["logprobs"]["content"]
-    assert_entries(content, TEST_TOKENS, top)
+    assert_entries(content, ECHOED, top)
 
 
 def test_chat_top_logprobs_two_exact_values(echo_http: httpx.Client) -> None:
     body = chat_body("This is a test.", logprobs=True, top_logprobs=2)
     content = post(echo_http, CHAT, body).json()["choices"][0]["logprobs"]["content"]
-    assert [e["logprob"] for e in content] == [-1.0, -1.1, -1.2, -1.0, -1.1]
+    assert [e["logprob"] for e in content] == [-1.0, -1.1, -1.2, -1.0, -1.1, -1.2]
     assert content[1]["top_logprobs"] == [
         {"token": "is ", "logprob": -1.1, "bytes": [105, 115, 32]},
         {"token": "is _1", "logprob": -1.6, "bytes": [105, 115, 32, 95, 49]},
     ]
+    assert content[-1] == {
+        "token": "",
+        "logprob": -1.2,
+        "bytes": [],
+        "top_logprobs": [
+            {"token": "", "logprob": -1.2, "bytes": []},
+            {"token": "_1", "logprob": -1.7, "bytes": [95, 49]},
+        ],
+    }
 
 
 def test_chat_logprob_bytes_are_utf8(echo_http: httpx.Client) -> None:
@@ -112,7 +130,7 @@ def test_chat_random_logprobs_match_tokens(http: httpx.Client) -> None:
     body = chat_body("Hello", max_tokens=30, logprobs=True, top_logprobs=3, n=2)
     reply = post(http, CHAT, body).json()
     for choice in reply["choices"]:
-        tokens = ascii_tokens(choice["message"]["content"])
+        tokens = answer_tokens(choice["message"]["content"], choice["finish_reason"])
         assert_entries(choice["logprobs"]["content"], tokens, 3)
 
 
@@ -132,16 +150,16 @@ def _stream_logprobs(
 
 @pytest.mark.parametrize("top", [None, 0, 2])
 def test_chat_stream_logprobs(http: httpx.Client, top: int | None) -> None:
-    """One entry per token chunk, positions counting up from 0 in each choice."""
+    """One entry per token chunk, positions counting up from 0 in each choice; the last
+    token's chunk carries the finish, with its logprobs."""
     body = chat_body("Hello", max_tokens=12, ignore_eos=True, n=2, stream=True, logprobs=True)
     if top is not None:
         body["top_logprobs"] = top
     per_choice = _stream_logprobs(stream_post(http, CHAT, body).chunks)
     assert sorted(per_choice) == [0, 1]
     for chunks in per_choice.values():
-        role, *tokens, finish = chunks
+        role, *tokens = chunks
         assert role == ("", None)  # role chunk: content "" and no logprobs
-        assert finish == (None, None)
         assert len(tokens) == 12
         for position, (content, logprobs) in enumerate(tokens):
             assert set(logprobs) == {"content"}
@@ -152,10 +170,10 @@ def test_chat_stream_logprobs(http: httpx.Client, top: int | None) -> None:
 def test_chat_stream_logprobs_echo_values(echo_http: httpx.Client) -> None:
     body = chat_body("This is a test.", stream=True, logprobs=True, top_logprobs=2)
     [chunks] = _stream_logprobs(stream_post(echo_http, CHAT, body).chunks).values()
-    tokens = chunks[1:-1]
-    assert [content for content, _ in tokens] == TEST_TOKENS
+    tokens = chunks[1:]
+    assert [content for content, _ in tokens] == ECHOED
     values = [logprobs["content"][0]["logprob"] for _, logprobs in tokens]
-    assert values == [-1.0, -1.1, -1.2, -1.0, -1.1]
+    assert values == [-1.0, -1.1, -1.2, -1.0, -1.1, -1.2]
 
 
 def test_chat_stream_without_logprobs_has_null_logprobs(http: httpx.Client) -> None:
@@ -171,7 +189,7 @@ def completion_logprobs(tokens: list[str], n: int, start_offset: int = 0) -> dic
     offset = start_offset
     for token in tokens:
         offsets.append(offset)
-        offset += len(token.encode())
+        offset += len(token)  # in characters, as vLLM counts them
     tops = []
     for i, token in enumerate(tokens):
         tops.append(
@@ -206,29 +224,36 @@ def test_completions_logprobs_absent_is_null(echo_http: httpx.Client) -> None:
 def test_completions_logprobs_n(echo_http: httpx.Client, n: int) -> None:
     reply = post(echo_http, COMPLETIONS, {"prompt": "This is a test.", "logprobs": n}).json()
     actual = reply["choices"][0]["logprobs"]
-    assert_completion_logprobs(actual, completion_logprobs(TEST_TOKENS, n))
-    assert actual["text_offset"] == [0, 5, 8, 10, 14]
+    assert_completion_logprobs(actual, completion_logprobs(ECHOED, n))
+    assert actual["text_offset"] == [0, 5, 8, 10, 14, 15]
     assert all(len(top) == max(n, 1) for top in actual["top_logprobs"])
 
 
 def test_completions_logprobs_two_exact(echo_http: httpx.Client) -> None:
     reply = post(echo_http, COMPLETIONS, {"prompt": "a test", "logprobs": 2}).json()
     assert reply["choices"][0]["logprobs"] == {
-        "tokens": ["a ", "test"],
-        "token_logprobs": [-1.0, -1.1],
-        "top_logprobs": [{"a ": -1.0, "a _1": -1.5}, {"test": -1.1, "test_1": -1.6}],
-        "text_offset": [0, 2],
+        "tokens": ["a ", "test", EOS],
+        "token_logprobs": [-1.0, -1.1, -1.2],
+        "top_logprobs": [
+            {"a ": -1.0, "a _1": -1.5},
+            {"test": -1.1, "test_1": -1.6},
+            {"": -1.2, "_1": -1.7},
+        ],
+        "text_offset": [0, 2, 6],
     }
 
 
-def test_completions_text_offset_counts_utf8_bytes(echo_http: httpx.Client) -> None:
+def test_completions_text_offset_counts_characters(echo_http: httpx.Client) -> None:
+    """vLLM's offsets index the text as characters, not as its UTF-8 bytes."""
     text = "héllo wörld 🙂 end"
     reply = post(echo_http, COMPLETIONS, {"prompt": text, "logprobs": 1}).json()
     logprobs = reply["choices"][0]["logprobs"]
     assert "".join(logprobs["tokens"]) == text
+    assert logprobs["tokens"][-1] == EOS
     expected = completion_logprobs(logprobs["tokens"], 1)
     assert logprobs["text_offset"] == expected["text_offset"]
-    assert logprobs["text_offset"][-1] == len(text.encode()) - len(logprobs["tokens"][-1].encode())
+    assert logprobs["text_offset"][-1] == len(text)  # the end of sequence, after it all
+    assert logprobs["text_offset"][-2] == len(text) - len(logprobs["tokens"][-2])
 
 
 def test_completions_random_logprobs_per_choice(http: httpx.Client) -> None:
@@ -236,7 +261,7 @@ def test_completions_random_logprobs_per_choice(http: httpx.Client) -> None:
     reply = post(http, COMPLETIONS, body).json()
     assert len(reply["choices"]) == 4
     for choice in reply["choices"]:
-        tokens = ascii_tokens(choice["text"])
+        tokens = answer_tokens(choice["text"], choice["finish_reason"])
         assert_completion_logprobs(choice["logprobs"], completion_logprobs(tokens, 3))
 
 
@@ -249,9 +274,9 @@ def test_completions_stream_logprobs(http: httpx.Client, n: int) -> None:
     for chunk in chunks:
         per_choice.setdefault(chunk["choices"][0]["index"], []).append(chunk["choices"][0])
     assert sorted(per_choice) == [0, 1]
-    for choices in per_choice.values():
-        *tokens, finish = choices
-        assert finish["logprobs"] is None and finish["text"] == ""
+    for tokens in per_choice.values():
+        # ignore_eos: ten tokens, the last carrying the finish, and no end of sequence.
+        assert [choice["finish_reason"] for choice in tokens] == [None] * 9 + ["length"]
         assert len(tokens) == 10
         texts = [choice["text"] for choice in tokens]
         whole = completion_logprobs(texts, n)

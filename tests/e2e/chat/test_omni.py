@@ -12,7 +12,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.http import CHAT, chat_body, is_bank_text, parse_sse, post
+from tests.support.http import (
+    CHAT,
+    EOS_TOKENS,
+    chat_body,
+    chat_stream,
+    is_bank_text,
+    parse_sse,
+    post,
+)
 from tests.support.metrics import timed_stream
 from tests.support.schemas import WEATHER, http, token_count
 from tests.support.server import SimServer
@@ -78,7 +86,9 @@ def test_header_adds_an_image_block(omni: httpx.Client) -> None:
     text = image_content(choice["message"])
     assert text and is_bank_text(text)
     assert choice["finish_reason"] in ("stop", "length")
-    assert body["usage"]["completion_tokens"] == token_count(omni, text)
+    # A stop ends with the end-of-sequence token, which has no text but counts.
+    eos = EOS_TOKENS if choice["finish_reason"] == "stop" else 0
+    assert body["usage"]["completion_tokens"] == token_count(omni, text) + eos
 
 
 @pytest.mark.parametrize("value", ["true", "1", "True", "TRUE", "t"])
@@ -109,6 +119,8 @@ def test_streamed_text_blocks_then_one_image_chunk(omni: httpx.Client) -> None:
         assert set(block) == {"type", "text"} and block["type"] == "text"
         pieces.append(block["text"])
     assert is_bank_text("".join(pieces))
+    # Only the end-of-sequence token, the last, has an empty text block.
+    assert all(pieces[:-1])
     assert image["modality"] == "image"
     [choice] = image["choices"]
     assert choice["finish_reason"] is None
@@ -116,17 +128,20 @@ def test_streamed_text_blocks_then_one_image_chunk(omni: httpx.Client) -> None:
     assert block["type"] == "image_url"
     check_png_data_url(block["image_url"]["url"])
     assert "modality" not in finish and "modality" not in usage
+    # The image comes after the last token: a chunk of its own then carries the finish.
     assert finish["choices"][0]["delta"] == {}
-    assert finish["choices"][0]["finish_reason"] in ("stop", "length")
+    reason = finish["choices"][0]["finish_reason"]
+    assert reason in ("stop", "length")
+    assert (pieces[-1] == "") == (reason == "stop")
     assert usage["usage"]["completion_tokens"] == len(pieces)
 
 
 def test_streamed_without_header_is_plain_text(omni: httpx.Client) -> None:
     response = post(omni, CHAT, {**chat_body("Hi"), "stream": True})
-    chunks = parse_sse(response.content).chunks
-    assert all("modality" not in chunk for chunk in chunks)
-    contents = [c["choices"][0]["delta"].get("content") for c in chunks[1:-1]]
-    assert contents and all(isinstance(c, str) and c for c in contents)
+    sse = parse_sse(response.content)
+    assert all("modality" not in chunk for chunk in sse.chunks)
+    [only] = chat_stream(sse).choices.values()  # plain string deltas, one per token
+    assert only.pieces and is_bank_text(only.text)
 
 
 @pytest.mark.timing
@@ -198,6 +213,4 @@ def test_without_omni_nothing_changes(not_omni: httpx.Client) -> None:
     response = post(not_omni, CHAT, {**chat_body("Hi"), "stream": True}, headers=SEND)
     chunks = parse_sse(response.content).chunks
     assert all("modality" not in chunk for chunk in chunks)
-    assert all(isinstance(c["choices"][0]["delta"].get("content"), str) for c in chunks[1:-1]), (
-        chunks
-    )
+    assert all(isinstance(c["choices"][0]["delta"].get("content"), str) for c in chunks[1:]), chunks

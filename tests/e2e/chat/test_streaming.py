@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import re
-from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 import pytest
@@ -14,121 +12,18 @@ from tests.support.errors import assert_openai_error
 from tests.support.http import (
     CHAT,
     COMPLETIONS,
+    EOS_TOKENS,
     REQUEST_ID_RE,
-    SSE,
+    Stream,
     ascii_tokens,
     chat_body,
+    chat_stream,
+    completion_stream,
     is_bank_text,
-    is_one_token,
     post,
     stream_post,
-    usage,
+    stream_usage,
 )
-
-CHUNK_KEYS = {"id", "object", "created", "model", "choices", "usage"}
-
-
-@dataclass
-class Choice:
-    role_chunks: int = 0
-    pieces: list[str] = field(default_factory=list)
-    finish_reason: str | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(self.pieces)
-
-
-@dataclass
-class Stream:
-    choices: dict[int, Choice]
-    usage: dict[str, Any] | None
-    ids: set[str]
-
-
-def _common(sse: SSE, obj: str, include_usage: bool) -> tuple[list[dict[str, Any]], Any]:
-    """Checks what every chunk shares; returns the choice chunks and the usage (or None)."""
-    chunks = sse.chunks
-    assert chunks, "a stream has chunks before [DONE]"
-    usage_chunk = None
-    if include_usage:
-        usage_chunk = chunks[-1]
-        chunks = chunks[:-1]
-        assert set(usage_chunk) == CHUNK_KEYS, usage_chunk
-        assert usage_chunk["choices"] == []
-        assert usage_chunk["object"] == obj
-    first = sse.chunks[0]
-    for chunk in sse.chunks:
-        assert chunk["id"] == first["id"]
-        assert chunk["created"] == first["created"]
-        assert chunk["model"] == first["model"]
-        assert type(chunk["created"]) is int
-    for chunk in chunks:
-        assert set(chunk) == CHUNK_KEYS, chunk
-        assert chunk["object"] == obj
-        assert chunk["usage"] is None
-        assert len(chunk["choices"]) == 1, chunk
-    return chunks, usage_chunk["usage"] if usage_chunk else None
-
-
-def chat_stream(sse: SSE, include_usage: bool = False, one_token: bool = True) -> Stream:
-    """Parses a chat stream, checking each choice's chunks: the role chunk first, then
-    non-empty content chunks, then an empty finish chunk, and nothing after it."""
-    chunks, usage_value = _common(sse, "chat.completion.chunk", include_usage)
-    choices: dict[int, Choice] = {}
-    for chunk in chunks:
-        choice = chunk["choices"][0]
-        assert set(choice) == {"index", "delta", "logprobs", "finish_reason"}, choice
-        state = choices.setdefault(choice["index"], Choice())
-        assert state.finish_reason is None, "nothing after a choice's finish chunk"
-        delta = choice["delta"]
-        if state.role_chunks == 0:
-            assert delta == {"role": "assistant", "content": ""}, "role chunk comes first"
-            assert choice["finish_reason"] is None
-            assert choice["logprobs"] is None
-            state.role_chunks = 1
-        elif choice["finish_reason"] is not None:
-            assert delta == {}, chunk
-            assert choice["logprobs"] is None
-            assert choice["finish_reason"] in ("stop", "length")
-            state.finish_reason = choice["finish_reason"]
-        else:
-            assert set(delta) == {"content"}, delta
-            assert isinstance(delta["content"], str) and delta["content"]
-            if one_token:
-                assert is_one_token(delta["content"]), delta["content"]
-            state.pieces.append(delta["content"])
-    for state in choices.values():
-        assert state.finish_reason is not None, "every choice ends with a finish chunk"
-    assert sorted(choices) == list(range(len(choices)))
-    return Stream(choices, usage_value, {c["id"] for c in sse.chunks})
-
-
-def completion_stream(sse: SSE, include_usage: bool = False, one_token: bool = True) -> Stream:
-    chunks, usage_value = _common(sse, "text_completion", include_usage)
-    choices: dict[int, Choice] = {}
-    for chunk in chunks:
-        choice = chunk["choices"][0]
-        assert set(choice) == {"index", "text", "logprobs", "finish_reason"}, choice
-        state = choices.setdefault(choice["index"], Choice())
-        assert state.finish_reason is None, "nothing after a choice's finish chunk"
-        if choice["finish_reason"] is not None:
-            assert choice["text"] == ""
-            assert choice["logprobs"] is None
-            assert choice["finish_reason"] in ("stop", "length")
-            state.finish_reason = choice["finish_reason"]
-        else:
-            text = choice["text"]
-            assert isinstance(text, str) and text, "no role chunk, no empty token chunk"
-            if one_token:
-                assert is_one_token(text), text
-            assert choice["logprobs"] is None
-            state.pieces.append(text)
-    for state in choices.values():
-        assert state.finish_reason is not None
-    assert sorted(choices) == list(range(len(choices)))
-    return Stream(choices, usage_value, {c["id"] for c in sse.chunks})
-
 
 # ---------------------------------------------------------------------- chat
 
@@ -139,22 +34,28 @@ def test_chat_stream_protocol(http: httpx.Client) -> None:
     [only] = stream.choices.values()
     assert only.role_chunks == 1
     assert is_bank_text(only.text), only.text
-    assert 1 <= len(only.pieces) <= 40
+    # The end-of-sequence token of a natural stop counts against max_tokens too.
+    assert 1 <= only.tokens <= 40
     assert only.pieces == ascii_tokens(only.text)
-    assert (only.finish_reason == "length") == (len(only.pieces) == 40)
-    assert all(chunk["usage"] is None for chunk in sse.chunks), "no usage unless asked"
+    assert (only.finish_reason == "length") == (len(only.pieces) == 40) == (not only.eos)
     [rid] = stream.ids
     assert re.fullmatch(f"chatcmpl-{REQUEST_ID_RE}", rid)
 
 
 def test_chat_stream_chunk_order(http: httpx.Client) -> None:
-    """Role chunk, then token chunks, then the finish chunk, then [DONE]."""
+    """Role chunk, then one chunk per token, the last carrying the finish, then [DONE]: no
+    chunk of its own for the finish, so chunks and tokens match one to one."""
     sse = stream_post(http, CHAT, chat_body("Hello", max_tokens=5, stream=True))
     deltas = [chunk["choices"][0]["delta"] for chunk in sse.chunks]
+    finishes = [chunk["choices"][0]["finish_reason"] for chunk in sse.chunks]
     assert deltas[0] == {"role": "assistant", "content": ""}
-    assert deltas[-1] == {}
-    assert all(set(d) == {"content"} for d in deltas[1:-1])
-    assert sse.chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+    assert all(set(d) == {"content"} for d in deltas[1:])
+    assert finishes[:-1] == [None] * (len(deltas) - 1)
+    assert finishes[-1] in ("stop", "length")
+    if finishes[-1] == "stop":  # the model ended it: its end-of-sequence token has no text
+        assert deltas[-1] == {"content": ""}
+    else:
+        assert len(deltas) == 1 + 5 and deltas[-1]["content"]
     assert sse.raw.endswith(b"\n\ndata: [DONE]\n\n")
 
 
@@ -162,7 +63,8 @@ def test_chat_stream_include_usage(http: httpx.Client) -> None:
     body = chat_body("Hello", max_tokens=30, stream=True, stream_options={"include_usage": True})
     stream = chat_stream(stream_post(http, CHAT, body), include_usage=True)
     [only] = stream.choices.values()
-    assert stream.usage == usage(6, len(only.pieces))
+    assert stream.usage == stream_usage(6, only.tokens)
+    assert only.tokens == len(only.pieces) + (EOS_TOKENS if only.finish_reason == "stop" else 0)
 
 
 def test_chat_stream_include_usage_false(http: httpx.Client) -> None:
@@ -179,7 +81,8 @@ def test_chat_stream_ignore_eos(http: httpx.Client) -> None:
     [only] = stream.choices.values()
     assert len(only.pieces) == 50
     assert only.finish_reason == "length"
-    assert stream.usage == usage(6, 50)
+    assert not only.eos
+    assert stream.usage == stream_usage(6, 50)
 
 
 def test_chat_stream_n_three(http: httpx.Client) -> None:
@@ -193,10 +96,10 @@ def test_chat_stream_n_three(http: httpx.Client) -> None:
     for state in stream.choices.values():
         assert state.role_chunks == 1
         assert is_bank_text(state.text)
-        assert 1 <= len(state.pieces) <= 20
-        total += len(state.pieces)
+        assert 1 <= state.tokens <= 20
+        total += state.tokens
     assert [chunk["choices"] == [] for chunk in sse.chunks].count(True) == 1
-    assert stream.usage == usage(6, total)
+    assert stream.usage == stream_usage(6, total)
 
 
 @pytest.mark.parametrize(
@@ -208,14 +111,16 @@ def test_chat_stream_echo_joins_to_the_message(echo_http: httpx.Client, text: st
     [only] = stream.choices.values()
     assert only.text == text
     assert only.finish_reason == "stop"
+    assert only.eos
     assert stream.usage is not None
-    assert stream.usage["completion_tokens"] == len(only.pieces)
+    assert stream.usage["completion_tokens"] == len(only.pieces) + EOS_TOKENS
     non_stream = post(echo_http, CHAT, chat_body(text)).json()
-    assert non_stream["usage"] == stream.usage
+    assert {key: non_stream["usage"][key] for key in stream.usage} == stream.usage
 
 
 def test_chat_stream_echo_of_an_empty_message(echo_http: httpx.Client) -> None:
-    """An empty output is a normal stream (role chunk, finish chunk), not an error event."""
+    """An empty output is a normal stream (role chunk, then the end-of-sequence token's
+    chunk carrying the finish), not an error event."""
     body = chat_body("", stream=True, stream_options={"include_usage": True})
     sse = stream_post(echo_http, CHAT, body)
     assert not any("error" in chunk for chunk in sse.chunks), sse.chunks
@@ -223,7 +128,9 @@ def test_chat_stream_echo_of_an_empty_message(echo_http: httpx.Client) -> None:
     [only] = stream.choices.values()
     assert only.pieces == []
     assert only.finish_reason == "stop"
-    assert stream.usage == usage(5, 0)
+    assert only.eos
+    assert len(sse.chunks) == 3  # role, end of sequence, usage
+    assert stream.usage == stream_usage(5, EOS_TOKENS)
 
 
 def test_chat_stream_echo_finish_length(echo_http: httpx.Client) -> None:
@@ -232,6 +139,7 @@ def test_chat_stream_echo_finish_length(echo_http: httpx.Client) -> None:
     [only] = stream.choices.values()
     assert only.text == "This is a test."
     assert only.finish_reason == "length"
+    assert not only.eos
 
 
 # ----------------------------------------------------------------- completions
@@ -244,8 +152,9 @@ def test_completions_stream_protocol(http: httpx.Client) -> None:
     [only] = stream.choices.values()
     assert is_bank_text(only.text)
     assert only.pieces == ascii_tokens(only.text)
-    assert all(chunk["usage"] is None for chunk in sse.chunks)
-    assert sse.chunks[-1]["choices"][0]["text"] == ""
+    # No finish chunk of its own: the last token's chunk carries it.
+    assert len(sse.chunks) == only.tokens <= 30
+    assert (sse.chunks[-1]["choices"][0]["text"] == "") == only.eos
     [rid] = stream.ids
     assert re.fullmatch(f"cmpl-{REQUEST_ID_RE}", rid)
 
@@ -262,7 +171,7 @@ def test_completions_stream_include_usage(http: httpx.Client) -> None:
     [only] = stream.choices.values()
     assert len(only.pieces) == 50
     assert only.finish_reason == "length"
-    assert stream.usage == usage(4, 50)
+    assert stream.usage == stream_usage(4, 50)
 
 
 def test_completions_stream_prompts_times_n(echo_http: httpx.Client) -> None:
@@ -279,8 +188,10 @@ def test_completions_stream_prompts_times_n(echo_http: httpx.Client) -> None:
     for index, state in stream.choices.items():
         assert state.text == prompts[index // 3]
         assert state.finish_reason == "stop"
+        assert state.eos
     assert len(stream.ids) == 1
-    assert stream.usage == usage(7, 21)
+    # 3 x (5 + 2) text tokens and an end of sequence for each of the 6 choices.
+    assert stream.usage == stream_usage(7, 21 + 6 * EOS_TOKENS)
 
 
 def test_completions_stream_token_ids_echo(echo_http: httpx.Client) -> None:

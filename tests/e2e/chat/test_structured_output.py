@@ -14,7 +14,7 @@ from openai.types.chat import ChatCompletion
 
 from tests.support.errors import assert_openai_error
 from tests.support.fixtures import http_fixture, server_fixture
-from tests.support.http import CHAT, is_bank_text, post
+from tests.support.http import CHAT, EOS_TOKENS, is_bank_text, post
 from tests.support.schemas import (
     CORPUS,
     LONG_CONTEXT,
@@ -68,7 +68,8 @@ def test_json_schema_output_validates_for_every_corpus_schema(
         assert isinstance(content, str)
         assert_validates(schema, json.loads(content), path.stem)
         assert completion.usage is not None
-        assert completion.usage.completion_tokens == token_count(raw, content)
+        # The document, then the end-of-sequence token that ends it.
+        assert completion.usage.completion_tokens == token_count(raw, content) + EOS_TOKENS
 
 
 @pytest.mark.parametrize(
@@ -142,6 +143,31 @@ def test_small_max_tokens_cuts_the_document_with_length(
     assert token_count(raw, content) == 5
     with pytest.raises(json.JSONDecodeError):
         json.loads(content)
+
+
+@pytest.mark.parametrize(("max_tokens", "finish", "tokens"), [(7, "length", 7), (8, "stop", 8)])
+def test_a_document_that_fills_max_tokens_has_no_room_for_its_end(
+    raw: httpx.Client, max_tokens: int, finish: str, tokens: int
+) -> None:
+    """`{"a":1}` is 7 tokens: with max_tokens 7 it is whole but the end-of-sequence token does
+    not fit, so the model was cut ("length"); with 8 it ends by itself ("stop")."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"const": 1}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    body = {
+        "messages": MESSAGES,
+        "max_tokens": max_tokens,
+        "response_format": json_schema_format(schema),
+    }
+    reply = post(raw, CHAT, body).json()
+    [choice] = reply["choices"]
+    assert choice["message"]["content"] == '{"a":1}'
+    assert token_count(raw, '{"a":1}') == 7
+    assert choice["finish_reason"] == finish
+    assert reply["usage"]["completion_tokens"] == tokens
 
 
 def test_the_validator_used_by_these_tests_is_strict() -> None:

@@ -14,7 +14,7 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionMessageToolCall
 
 from tests.support.fixtures import http_fixture, server_fixture
-from tests.support.http import CHAT, parse_sse, post
+from tests.support.http import CHAT, MESSAGE_KEYS, parse_sse, post
 from tests.support.schemas import (
     CORPUS,
     LONG_CONTEXT,
@@ -91,16 +91,15 @@ def check_tool_completion(
     completion: ChatCompletion,
     names: set[str],
     counter: httpx.Client | None = None,
-    streamed: bool = False,
+    named: bool = False,
 ) -> list[ChatCompletionMessageToolCall]:
-    """A tool-calling answer: no content, typed calls with ids, usage = sum(3 + arg tokens)."""
+    """A forced tool-calling answer: empty content, typed calls with ids, usage = sum(3 + arg
+    tokens) (no end of sequence). As in vLLM, a call to a named tool finishes with "stop",
+    one that `required` forced with "tool_calls"."""
     [choice] = completion.choices
-    assert choice.finish_reason == "tool_calls"
-    if streamed:
-        # The role chunk carries `"content": ""` (as vLLM's does), which the helper keeps.
-        assert choice.message.content == ""
-    else:
-        assert choice.message.content is None
+    assert choice.finish_reason == ("stop" if named else "tool_calls")
+    # A forced call has "" content (streamed, the role chunk's `"content": ""` is kept).
+    assert choice.message.content == ""
     assert choice.message.role == "assistant"
     calls = choice.message.tool_calls
     assert calls, completion
@@ -222,7 +221,7 @@ def test_streamed_calls_reassemble_through_the_sdk_and_validate(
         tool_choice="required",
         stream_options={"include_usage": True},
     )
-    [call] = check_tool_completion(final, {"fn"}, strict_http, streamed=True)
+    [call] = check_tool_completion(final, {"fn"}, strict_http)
     assert_validates(schema, json.loads(call.function.arguments), path.stem)
     assert "tool_calls.function.arguments.delta" in events
     assert events.count("tool_calls.function.arguments.done") == 1
@@ -234,7 +233,7 @@ def test_stream_helper_reassembles_several_calls(strict_sdk: openai.OpenAI) -> N
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
     for _ in range(40):
         final, events = stream_final(strict_sdk, tools=tools, tool_choice="required")
-        calls = check_tool_completion(final, set(schemas), streamed=True)
+        calls = check_tool_completion(final, set(schemas))
         if len(calls) >= 2:
             break
     else:
@@ -264,7 +263,7 @@ def test_non_ascii_and_escaped_arguments_survive_streaming(
             tool_choice="required",
             stream_options={"include_usage": True},
         )
-        [call] = check_tool_completion(final, {"ü_tool"}, strict_http, streamed=True)
+        [call] = check_tool_completion(final, {"ü_tool"}, strict_http)
         arguments = json.loads(call.function.arguments)
         assert_validates(schema, arguments)
         seen.add(arguments["s"])
@@ -273,7 +272,7 @@ def test_non_ascii_and_escaped_arguments_survive_streaming(
 
 def test_streamed_delta_shape_is_openais(strict_http: httpx.Client) -> None:
     """First chunk of a call: index, id, type, name and the first piece; later chunks: index
-    and argument text only; then a finish chunk with delta {} and `tool_calls`."""
+    and argument text only; the last one also carries the finish, `tool_calls`."""
     tools = [WEATHER, TIME, SEARCH]
     body = {
         "messages": MESSAGES,
@@ -295,18 +294,20 @@ def test_streamed_delta_shape_is_openais(strict_http: httpx.Client) -> None:
     else:
         pytest.fail("never saw a streamed response with two calls")
     chunks = sse.chunks
-    role, *middle, finish, usage_chunk = chunks
+    role, *middle, usage_chunk = chunks
     assert role["choices"][0]["delta"]["role"] == "assistant"
-    assert finish["choices"] == [
-        {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "tool_calls"}
-    ]
+    *_, finish = middle
+    [last] = finish["choices"]
+    assert (last["finish_reason"], last["stop_reason"]) == ("tool_calls", None)
     assert usage_chunk["choices"] == []
     calls: dict[int, dict[str, Any]] = {}
     order: list[int] = []
     pieces: dict[int, int] = {}
     for chunk in middle:
         [choice] = chunk["choices"]
-        assert choice["finish_reason"] is None
+        if chunk is not finish:
+            assert choice["finish_reason"] is None
+            assert set(choice) == {"index", "delta", "logprobs", "finish_reason", "token_ids"}
         delta = choice["delta"]
         assert set(delta) == {"tool_calls"}, delta  # no content beside the calls
         [entry] = delta["tool_calls"]
@@ -362,7 +363,7 @@ def test_each_choice_streams_its_own_calls_without_logprobs(strict_http: httpx.C
     assert sorted(per_choice) == [0, 1, 2]
     ids = set()
     for choices_of_one in per_choice.values():
-        role, first, *rest, finish = choices_of_one
+        role, first, *rest = choices_of_one
         assert role["delta"]["role"] == "assistant"
         [entry] = first["delta"]["tool_calls"]
         assert entry["index"] == 0 and entry["function"]["name"] == "get_weather"
@@ -375,7 +376,9 @@ def test_each_choice_streams_its_own_calls_without_logprobs(strict_http: httpx.C
             assert set(later) == {"index", "function"} and later["index"] == 0, later
             assert set(later["function"]) == {"arguments"}, later
         assert_validates(WEATHER["function"]["parameters"], json.loads(arguments))
-        assert finish["delta"] == {} and finish["finish_reason"] == "tool_calls"
+        # The last argument chunk carries the finish: no end of sequence after a call.
+        finishes = [c["finish_reason"] for c in (first, *rest)]
+        assert finishes == [None] * len(rest) + ["tool_calls"]
     assert len(ids) == 3, "every choice has its own call id"
 
 
@@ -385,14 +388,15 @@ def test_non_streamed_message_shape(strict_http: httpx.Client) -> None:
     assert response.status_code == 200, response.text
     [choice] = response.json()["choices"]
     message = choice["message"]
-    assert set(message) == {"role", "content", "tool_calls"}
-    assert message["content"] is None and message["role"] == "assistant"
+    assert set(message) == MESSAGE_KEYS | {"tool_calls"}
+    assert message["content"] == "" and message["role"] == "assistant"
     [call] = message["tool_calls"]
     assert set(call) == {"id", "type", "function"}, "non-streamed calls carry no index"
     assert set(call["function"]) == {"name", "arguments"}
     assert call["function"]["name"] == "get_weather"
     assert TOOL_ID_RE.fullmatch(call["id"])
     assert choice["finish_reason"] == "tool_calls"
+    assert choice["stop_reason"] is None
 
 
 # ---- none, named, auto ------------------------------------------------------------------------
@@ -417,7 +421,9 @@ def test_named_tool_is_always_the_one_called(
     for i in range(25):
         completion = create(strict_sdk, tools=tools, tool_choice=choice)
         # A named choice has one candidate: exactly one call.
-        [call] = check_tool_completion(completion, {name}, strict_http if i == 0 else None)
+        [call] = check_tool_completion(
+            completion, {name}, strict_http if i == 0 else None, named=True
+        )
         assert_validates(schema, json.loads(call.function.arguments))
 
 
@@ -430,8 +436,15 @@ def test_named_tool_in_the_flat_form(strict_http: httpx.Client) -> None:
     for _ in range(10):
         response = post(strict_http, CHAT, body)
         assert response.status_code == 200, response.text
-        calls = response.json()["choices"][0]["message"]["tool_calls"]
+        [choice] = response.json()["choices"]
+        calls = choice["message"]["tool_calls"]
         assert [c["function"]["name"] for c in calls] == ["get_time"]
+        assert (choice["finish_reason"], choice["message"]["content"]) == ("stop", "")
+    # Streamed, the finish rides on the last argument chunk, "stop" as well.
+    sse = parse_sse(post(strict_http, CHAT, {**body, "stream": True}).content)
+    finishes = [chunk["choices"][0]["finish_reason"] for chunk in sse.chunks]
+    assert finishes[-1] == "stop" and set(finishes[:-1]) == {None}
+    assert "tool_calls" in sse.chunks[-1]["choices"][0]["delta"]
 
 
 def _binomial_bounds(n: int, p: float, sigmas: float = 4.5) -> tuple[float, float]:

@@ -11,8 +11,10 @@ import pytest
 
 from tests.support.http import (
     COMPLETIONS,
+    EOS_TOKENS,
     REQUEST_ID_RE,
     ascii_tokens,
+    assert_completion_shape,
     is_bank_text,
     json_ok,
     post,
@@ -29,16 +31,17 @@ def test_envelope(http: httpx.Client, sim: SimServer) -> None:
     before = int(time.time())
     reply = _complete(http, {"model": sim.model, "prompt": "Hello", "max_tokens": 5})
     after = int(time.time())
-    assert set(reply) >= {"id", "object", "created", "model", "choices", "usage"}
+    assert_completion_shape(reply)
+    assert reply["kv_transfer_params"] is None
     # vLLM's completion id: `cmpl-<request id>`, no per-prompt suffix.
     assert re.fullmatch(f"cmpl-{REQUEST_ID_RE}", reply["id"]), reply["id"]
-    assert reply["object"] == "text_completion"
     assert before <= reply["created"] <= after
     assert reply["model"] == sim.model
     [choice] = reply["choices"]
-    assert set(choice) >= {"index", "text", "logprobs", "finish_reason"}
     assert choice["index"] == 0
-    assert choice["logprobs"] is None
+    # A plain request asks for no logprobs, token ids or prompt logprobs.
+    for key in ("logprobs", "stop_reason", "token_ids", "prompt_logprobs", "prompt_token_ids"):
+        assert choice[key] is None, key
     assert isinstance(choice["text"], str)
     assert choice["finish_reason"] in ("stop", "length")
 
@@ -83,14 +86,14 @@ def test_echo_of_token_id_prompts(echo_http: httpx.Client) -> None:
     assert [c["text"] for c in reply["choices"]] == ["1,2,3", "10,20", "7"]
     assert [c["index"] for c in reply["choices"]] == [0, 1, 2]
     assert all(c["finish_reason"] == "stop" for c in reply["choices"])
-    assert reply["usage"] == usage(6, 6)
+    assert reply["usage"] == usage(6, 6 + 3 * EOS_TOKENS)  # each choice ends with its EOS
 
 
 def test_echo_of_a_flat_token_id_prompt(echo_http: httpx.Client) -> None:
     reply = _complete(echo_http, {"prompt": [1, 2, 3]})
     [choice] = reply["choices"]
     assert choice["text"] == "1,2,3"
-    assert reply["usage"] == usage(3, 3)
+    assert reply["usage"] == usage(3, 3 + EOS_TOKENS)
 
 
 @pytest.mark.parametrize(("max_tokens", "finish"), [(1, "length"), (5, "length"), (6, "stop")])
@@ -101,7 +104,8 @@ def test_echo_max_tokens_only_sets_the_finish_reason(
     [choice] = reply["choices"]
     assert choice["text"] == "This is a test."
     assert choice["finish_reason"] == finish
-    assert reply["usage"] == usage(5, 5)
+    # Only a stop has its end-of-sequence token: a cut answer was still going.
+    assert reply["usage"] == usage(5, 5 + (EOS_TOKENS if finish == "stop" else 0))
 
 
 def test_two_prompts_times_n_three(echo_http: httpx.Client) -> None:
@@ -111,14 +115,15 @@ def test_two_prompts_times_n_three(echo_http: httpx.Client) -> None:
     assert [c["index"] for c in choices] == list(range(6))
     for i, choice in enumerate(choices):
         assert choice["text"] == prompts[i // 3]
-    # Prompt tokens once per prompt (5 + 2), completions summed over all six choices.
-    assert reply["usage"] == usage(7, 3 * 5 + 3 * 2)
+    # Prompt tokens once per prompt (5 + 2), completions summed over all six choices, each
+    # with its end of sequence.
+    assert reply["usage"] == usage(7, 3 * 5 + 3 * 2 + 6 * EOS_TOKENS)
 
 
 def test_token_id_prompts_times_n(echo_http: httpx.Client) -> None:
     reply = _complete(echo_http, {"prompt": [[1, 2], [3]], "n": 2})
     assert [c["text"] for c in reply["choices"]] == ["1,2", "1,2", "3", "3"]
-    assert reply["usage"] == usage(3, 6)
+    assert reply["usage"] == usage(3, 6 + 4 * EOS_TOKENS)
 
 
 # ------------------------------------------------------------------ random mode
@@ -131,8 +136,9 @@ def test_random_text_and_counts(http: httpx.Client) -> None:
         assert is_bank_text(choice["text"]), choice["text"]
         count = len(ascii_tokens(choice["text"]))
         assert 1 <= count <= 40
-        assert (choice["finish_reason"] == "length") == (count == 40)
-        total += count
+        stop = choice["finish_reason"] == "stop"
+        assert (not stop) == (count == 40)
+        total += count + (EOS_TOKENS if stop else 0)
     assert reply["usage"] == usage(1, total)
 
 
@@ -155,5 +161,8 @@ def test_random_ignore_eos_gives_exactly_max_tokens(http: httpx.Client) -> None:
 def test_random_multi_prompt_usage(http: httpx.Client) -> None:
     body = {"prompt": ["This is a test.", "Hello"], "max_tokens": 8, "n": 2}
     reply = _complete(http, body)
-    total = sum(len(ascii_tokens(c["text"])) for c in reply["choices"])
+    total = sum(
+        len(ascii_tokens(c["text"])) + (EOS_TOKENS if c["finish_reason"] == "stop" else 0)
+        for c in reply["choices"]
+    )
     assert reply["usage"] == usage(6, total)

@@ -8,11 +8,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.errors import assert_openai_error
+from tests.support.errors import assert_openai_error, context_length_message
 from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.http import json_ok
 from tests.support.metrics import PROMPT_TOTAL, scrape
 from tests.support.native import GENERATE, MODEL, TRANSFER_KEYS, gen_body, stream_post
+from vllm_sim.engine.tokenizer.simulated import EOS_TOKEN_ID
 
 EC_ENTRY = {
     "peer_host": "DUMMY",
@@ -56,7 +57,12 @@ def test_answer_shape_and_at_most_max_tokens(client: httpx.Client, max_tokens: i
         choice = only_choice(answer)
         count = len(choice["token_ids"])
         assert 1 <= count <= max_tokens, answer
-        assert choice["finish_reason"] == ("length" if count == max_tokens else "stop"), answer
+        # A natural stop ends with the end-of-sequence id, within max_tokens; a cut one
+        # fills max_tokens with other ids.
+        ends = choice["token_ids"][-1] == EOS_TOKEN_ID
+        assert choice["finish_reason"] == ("stop" if ends else "length"), answer
+        assert ends or count == max_tokens, answer
+        assert EOS_TOKEN_ID not in choice["token_ids"][:-1], answer
 
 
 def test_request_ids_differ(client: httpx.Client) -> None:
@@ -69,6 +75,7 @@ def test_ignore_eos_gives_exactly_max_tokens(client: httpx.Client, max_tokens: i
     choice = only_choice(generate(client, gen_body([7, 8, 9], max_tokens, ignore_eos=True)))
     assert len(choice["token_ids"]) == max_tokens
     assert choice["finish_reason"] == "length"
+    assert EOS_TOKEN_ID not in choice["token_ids"]
 
 
 def test_without_max_tokens_the_context_limit_bounds_the_answer(client: httpx.Client) -> None:
@@ -133,7 +140,10 @@ def test_stream_has_one_frame_per_token_the_last_with_the_reason(
         assert 1 <= len(choices) <= 9
         if ignore_eos:
             assert len(choices) == 9
-        assert reason == ("length" if len(choices) == 9 else "stop"), choices
+        # A natural stop's last frame is its end-of-sequence token.
+        ends = choices[-1]["token_ids"] == [EOS_TOKEN_ID]
+        assert reason == ("stop" if ends else "length"), choices
+        assert ends or len(choices) == 9, choices
 
 
 def test_stream_usage_frame_comes_last_before_done(client: httpx.Client) -> None:
@@ -165,7 +175,7 @@ def test_stream_and_plain_answers_agree_in_echo_mode(echo: httpx.Client) -> None
     plain = only_choice(generate(echo, gen_body(ids, 8)))
     sse = stream_post(echo, GENERATE, gen_body(ids, 8, stream=True))
     choices = token_frames(sse.frames, sse.frames[0]["request_id"])
-    assert [c["token_ids"][0] for c in choices] == plain["token_ids"] == ids
+    assert [c["token_ids"][0] for c in choices] == plain["token_ids"] == [*ids, EOS_TOKEN_ID]
     assert choices[-1]["finish_reason"] == plain["finish_reason"] == "stop"
 
 
@@ -261,14 +271,14 @@ def test_the_model_is_checked_before_the_body_is_validated(client: httpx.Client)
 
 def test_context_length_is_checked(echo: httpx.Client) -> None:
     error = assert_openai_error(echo.post(GENERATE, json=gen_body(list(range(60)), 5)), 400)
-    assert error["message"].startswith("This model's maximum context length is 64 tokens."), error
-    assert "you requested 65 tokens (60 in the messages, 5 in the completion)" in error["message"]
+    assert error["message"] == context_length_message(64, 5), error
+    assert error["param"] == "input_tokens", error
     assert echo.post(GENERATE, json=gen_body(list(range(60)), 4)).status_code == 200
 
 
 def test_empty_token_ids_are_allowed(echo: httpx.Client) -> None:
     choice = only_choice(generate(echo, gen_body([], 3)))
-    assert choice["token_ids"] == []
+    assert choice["token_ids"] == [EOS_TOKEN_ID]  # nothing to echo: the end at once
 
 
 # --- P/D: the prefill side ----------------------------------------------------------------------
@@ -369,7 +379,7 @@ def test_ec_params_need_encoder_only_mode(client: httpx.Client) -> None:
 )
 def test_echo_returns_the_input_ids(echo: httpx.Client, ids: list[int]) -> None:
     choice = only_choice(generate(echo, gen_body(ids, 10)))
-    assert choice["token_ids"] == ids
+    assert choice["token_ids"] == [*ids, EOS_TOKEN_ID]
     assert choice["finish_reason"] == "stop"
     exact = only_choice(generate(echo, gen_body(ids, len(ids))))
     assert exact["token_ids"] == ids and exact["finish_reason"] == "length"

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.http import stream_usage, usage
 from tests.support.kv import (
     BS,
     CHAT,
@@ -188,22 +189,21 @@ def test_cache_threshold_header_forces_the_finish_reason() -> None:
 
         elapsed, answer = _timed_post(client, CHAT, chat_body, {HEADER: "true"})
         assert elapsed < 0.45  # refused at once: no TTFT
+        # Refused before generating: no content at all, not even an empty one.
         assert answer["choices"] == [
             {
                 "index": 0,
                 "message": {"role": "assistant"},
                 "logprobs": None,
                 "finish_reason": THRESHOLD,
+                "stop_reason": None,
+                "token_ids": None,
+                "routed_experts": None,
             }
         ]
         n = answer["usage"]["prompt_tokens"]
         assert n >= 2 * BS
-        assert answer["usage"] == {
-            "prompt_tokens": n,
-            "completion_tokens": 0,
-            "total_tokens": n,
-            "prompt_tokens_details": None,
-        }
+        assert answer["usage"] == usage(n, 0)  # nothing cached: null details
         (stored,) = sub.take_events(1)  # refused, yet its blocks were stored
         assert isinstance(stored, Stored) and len(stored.block_hashes) == n // BS
 
@@ -223,8 +223,8 @@ def test_cache_threshold_header_forces_the_finish_reason() -> None:
         )
         assert [c["choices"][0]["finish_reason"] for c in with_usage.chunks[:1]] == [THRESHOLD]
         assert len(with_usage.chunks) == 2 and with_usage.done
-        assert with_usage.chunks[1]["usage"]["prompt_tokens_details"] is None
-        assert with_usage.chunks[1]["usage"]["completion_tokens"] == 0
+        # The usage chunk leaves out details that are null (nothing was cached).
+        assert with_usage.chunks[1]["usage"] == stream_usage(n, 0)
 
         prompt = distinct(1, 2, extra=4)
         body = {"prompt": prompt, "max_tokens": 5}

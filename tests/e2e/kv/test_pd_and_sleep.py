@@ -66,7 +66,7 @@ def test_prefill_and_decode_sides_of_pd() -> None:
         assert elapsed >= 0.59, elapsed
         assert cached_tokens(answer) == 32  # 40 tokens: two full blocks transferred
         assert answer["choices"][0]["finish_reason"] in ("stop", "length")
-        assert "kv_transfer_params" not in answer
+        assert answer["kv_transfer_params"] is None  # vLLM's key, null off the prefill side
         chat = {
             "messages": [{"role": "user", "content": "decode this please " * 8}],
             "max_tokens": 1,
@@ -112,7 +112,9 @@ def test_sleep_endpoints_exist_only_in_dev_mode() -> None:
 def test_sleep_needs_enable_sleep_mode() -> None:
     env = {"POD_IP": POD_IP, "VLLM_SERVER_DEV_MODE": "1"}
     with (
-        SimServer(["--enable-kvcache"], env=env, model=MODEL) as sim,
+        SimServer(
+            ["--enable-kvcache", "--enable-prompt-tokens-details"], env=env, model=MODEL
+        ) as sim,
         httpx.Client(base_url=sim.url) as client,
     ):
         response = client.post("/sleep")

@@ -20,7 +20,7 @@ from anthropic.types import (
 )
 
 from tests.support.fixtures import anthropic_fixture
-from tests.support.http import ascii_tokens, is_bank_text
+from tests.support.http import EOS_TOKENS, ascii_tokens, is_bank_text
 from tests.support.named_sse import (
     A_PING_TOOL,
     A_TIME_TOOL,
@@ -128,8 +128,10 @@ def test_create_plain(client: anthropic.Anthropic, sim: SimServer) -> None:
         text = only_text(message)
         assert is_bank_text(text) and text
         count = len(ascii_tokens(text))
-        check_usage(message, count)
-        assert message.stop_reason == ("max_tokens" if count == 12 else "end_turn")
+        cut = count == 12
+        # An end_turn answer ends with its end-of-sequence token: no text, but it counts.
+        check_usage(message, count + (0 if cut else EOS_TOKENS))
+        assert message.stop_reason == ("max_tokens" if cut else "end_turn")
 
 
 def test_wire_shape(http: httpx.Client) -> None:
@@ -283,8 +285,9 @@ def test_stream_text(client: anthropic.Anthropic, sim: SimServer) -> None:
         final = stream.get_final_message()
     assert only_text(final) == text and is_bank_text(text)
     count = len(ascii_tokens(text))
-    assert final.usage.output_tokens == count
-    assert final.stop_reason == ("max_tokens" if count == 30 else "end_turn")
+    cut = count == 30
+    assert final.usage.output_tokens == count + (0 if cut else EOS_TOKENS)
+    assert final.stop_reason == ("max_tokens" if cut else "end_turn")
     plain = client.messages.create(model=sim.model, max_tokens=1, messages=USER)
     assert final.usage.input_tokens == plain.usage.input_tokens
 
@@ -352,9 +355,12 @@ def test_wire_text_stream(http: httpx.Client, sim: SimServer) -> None:
     assert is_bank_text(text)
     assert one(events, "content_block_stop") == {"type": "content_block_stop", "index": 0}
     delta = one(events, "message_delta")
-    assert delta["usage"]["output_tokens"] == len(deltas)
+    # The end-of-sequence token sends no text delta but counts in output_tokens.
+    assert all(d["delta"]["text"] for d in deltas)
+    cut = len(deltas) == 40
+    assert delta["usage"]["output_tokens"] == len(deltas) + (0 if cut else EOS_TOKENS)
     assert delta["delta"] == {
-        "stop_reason": "max_tokens" if len(deltas) == 40 else "end_turn",
+        "stop_reason": "max_tokens" if cut else "end_turn",
         "stop_sequence": None,
     }
     assert one(events, "message_stop") == {"type": "message_stop"}
@@ -495,7 +501,7 @@ def test_echo_last_message(echo: anthropic.Anthropic, echo_sim: SimServer) -> No
     )
     assert only_text(message) == "Echo: me, please."
     assert message.stop_reason == "end_turn"
-    check_usage(message, len(ascii_tokens("Echo: me, please.")))
+    check_usage(message, len(ascii_tokens("Echo: me, please.")) + EOS_TOKENS)
 
 
 def test_echo_tool_result(echo: anthropic.Anthropic, echo_sim: SimServer) -> None:

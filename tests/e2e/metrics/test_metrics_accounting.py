@@ -525,13 +525,13 @@ def test_gauges_with_two_slots_and_three_requests(two_slots: SimServer) -> None:
 
 
 def test_prompt_and_max_tokens_buckets(two_slots: SimServer) -> None:
-    """A 25-token prompt with max_tokens 25: nothing up to le=20, one from le=50 on."""
+    """A 25-token prompt with max_tokens 25: nothing up to le=20, one from le=50 on. A
+    completion that sets no max_tokens has vLLM's default, 16, observed as such."""
     with httpx.Client(base_url=two_slots.url, timeout=30) as client:
         before = scrape(client)
         body = {"prompt": list(range(1, 26)), "max_tokens": 25}
         assert _plain(client, COMPLETIONS, body)["usage"]["prompt_tokens"] == 25
         middle = scrape(client)
-        # without max_tokens there is nothing to observe in request_params_max_tokens
         assert _plain(client, COMPLETIONS, {"prompt": list(range(1, 26))})
         after = scrape(client)
     for name in (PROMPT_HIST, PARAMS_MAX_TOKENS):
@@ -540,7 +540,9 @@ def test_prompt_and_max_tokens_buckets(two_slots: SimServer) -> None:
             assert new.le(bound) == old.le(bound), (name, bound)
         for bound in (50.0, float("inf")):
             assert new.le(bound) == old.le(bound) + 1, (name, bound)
-    assert after.hist(PARAMS_MAX_TOKENS) == middle.hist(PARAMS_MAX_TOKENS)
+    old, new = middle.hist(PARAMS_MAX_TOKENS), after.hist(PARAMS_MAX_TOKENS)
+    assert (new.count, new.sum) == (old.count + 1, old.sum + 16)
+    assert new.le(10.0) == old.le(10.0) and new.le(20.0) == old.le(20.0) + 1
     assert after.hist(PROMPT_HIST).count == middle.hist(PROMPT_HIST).count + 1
 
 
@@ -549,7 +551,9 @@ def test_context_length_rejection_records_nothing(two_slots: SimServer) -> None:
         before = scrape(client)
         body = {"prompt": list(range(1, 61)), "max_tokens": 10}
         response = client.post(COMPLETIONS, json=body)
-        error = assert_openai_error(response, 400, error_type="BadRequestError", param="max_tokens")
+        error = assert_openai_error(
+            response, 400, error_type="BadRequestError", param="input_tokens"
+        )
         assert error["message"].startswith("This model's maximum context length is 64 tokens.")
         after = scrape(client)
     assert after.text == before.text

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.errors import assert_openai_error
+from tests.support.errors import assert_openai_error, context_length_message, max_tokens_message
 from tests.support.http import CHAT, COMPLETIONS, chat_body, parse_sse, post
 from tests.support.server import SimServer
 
@@ -218,36 +218,49 @@ def test_server_answers_after_oversized_bodies(client: httpx.Client) -> None:
 # -------------------------------------------------------------- context length
 
 
-def _context_message(prompt: int, completion: int) -> str:
-    return (
-        f"This model's maximum context length is {MAX_LEN} tokens. However, you requested "
-        f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the "
-        "completion). Please reduce the length of the messages or completion"
-    )
+def _refused(response: httpx.Response, max_tokens: int | None) -> None:
+    """vLLM's context-length refusal, which names the prompt (`input_tokens`)."""
+    message = context_length_message(MAX_LEN, max_tokens)
+    assert_openai_error(response, 400, message, param="input_tokens")
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_chat_context_length_is_a_plain_400(client: httpx.Client, stream: bool) -> None:
     """`### user: This is a test.\\n` is 10 tokens; 10 + 8 > 10, checked before queueing."""
     body = chat_body("This is a test.", max_tokens=8, stream=stream)
-    assert_openai_error(post(client, CHAT, body), 400, _context_message(10, 8))
+    _refused(post(client, CHAT, body), 8)
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_chat_context_uses_effective_max_tokens(client: httpx.Client, stream: bool) -> None:
     body = chat_body("This is a test.", max_tokens=1, max_completion_tokens=8, stream=stream)
-    assert_openai_error(post(client, CHAT, body), 400, _context_message(10, 8))
+    _refused(post(client, CHAT, body), 8)
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_completions_context_length_is_a_plain_400(client: httpx.Client, stream: bool) -> None:
     body = {"prompt": list(range(1, 11)), "max_tokens": 8, "stream": stream}
-    assert_openai_error(post(client, COMPLETIONS, body), 400, _context_message(10, 8))
+    _refused(post(client, COMPLETIONS, body), 8)
 
 
 def test_completions_context_checked_per_prompt(client: httpx.Client) -> None:
     body = {"prompt": [[1, 2], list(range(1, 10))], "max_tokens": 2}
-    assert_openai_error(post(client, COMPLETIONS, body), 400, _context_message(9, 2))
+    _refused(post(client, COMPLETIONS, body), 2)
+    assert post(client, COMPLETIONS, {**body, "max_tokens": 1}).status_code == 200
+
+
+def test_a_prompt_filling_the_context_leaves_no_room_even_unasked(client: httpx.Client) -> None:
+    """Without max_tokens a chat still needs room for one token."""
+    reply = post(client, CHAT, chat_body("Hello there")).json()
+    assert reply["usage"]["prompt_tokens"] < MAX_LEN  # room for one token at least
+    _refused(post(client, CHAT, chat_body("This is a test.")), None)
+
+
+def test_max_tokens_above_the_context_is_refused_as_such(client: httpx.Client) -> None:
+    """A max_tokens that alone exceeds the context names max_tokens, whatever the prompt."""
+    response = post(client, CHAT, chat_body("Hi", max_tokens=MAX_LEN + 1))
+    message = max_tokens_message(MAX_LEN, MAX_LEN + 1)
+    assert_openai_error(response, 400, message, param="max_tokens")
 
 
 def test_prompt_plus_max_tokens_equal_to_the_limit_fits(client: httpx.Client) -> None:

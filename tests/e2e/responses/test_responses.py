@@ -20,7 +20,7 @@ from openai.types.responses.response_create_params import ToolChoice
 
 from tests.support.errors import assert_openai_error
 from tests.support.fixtures import openai_fixture
-from tests.support.http import ascii_tokens, is_bank_text, logprob
+from tests.support.http import EOS_TOKENS, ascii_tokens, is_bank_text, logprob
 from tests.support.named_sse import (
     CALL_ID,
     FC_ID,
@@ -110,7 +110,8 @@ def test_create_plain(client: openai.OpenAI, sim: SimServer) -> None:
     assert reply.output_text == part.text
     usage = reply.usage
     assert usage is not None
-    assert usage.output_tokens == len(ascii_tokens(part.text))
+    # The model ended it: its end-of-sequence token counts, though it has no text.
+    assert usage.output_tokens == len(ascii_tokens(part.text)) + EOS_TOKENS
     assert usage.total_tokens == usage.input_tokens + usage.output_tokens
     assert usage.input_tokens_details.cached_tokens == 0
     assert usage.output_tokens_details.reasoning_tokens == 0
@@ -279,7 +280,10 @@ def test_status_follows_the_finish_in_random_mode(client: openai.OpenAI, sim: Si
     for _ in range(20):  # about 40% are cut at 3 tokens: both outcomes show up
         reply = client.responses.create(model=sim.model, input="hi", max_output_tokens=3)
         assert reply.usage is not None
-        cut = reply.usage.output_tokens == 3
+        text_tokens = len(ascii_tokens(only_text(reply).text))
+        cut = text_tokens == 3
+        # A finished answer also counts its end of sequence, within the 3 tokens.
+        assert reply.usage.output_tokens == text_tokens + (0 if cut else EOS_TOKENS) <= 3
         assert reply.status == ("incomplete" if cut else "completed"), reply
         assert only_message(reply).status == reply.status
         assert (reply.incomplete_details is not None) == cut
@@ -512,7 +516,11 @@ def test_logprobs_with_top_alternatives(client: openai.OpenAI, sim: SimServer) -
     part = only_text(reply)
     assert part.logprobs is not None
     assert "".join(entry.token for entry in part.logprobs) == part.text
-    assert len(part.logprobs) == len(ascii_tokens(part.text))
+    # A completed answer lists its end-of-sequence token last, with empty text.
+    eos = EOS_TOKENS if reply.status == "completed" else 0
+    assert len(part.logprobs) == len(ascii_tokens(part.text)) + eos
+    if eos:
+        assert part.logprobs[-1].token == ""
     for position, entry in enumerate(part.logprobs):
         assert entry.logprob == pytest.approx(logprob(position))
         assert entry.bytes == list(entry.token.encode())
@@ -548,6 +556,11 @@ def test_streamed_logprobs(http: httpx.Client) -> None:
     # Cut at max_output_tokens or not, the stream ends with response.completed (vLLM's way).
     assert not of(events, "response.incomplete")
     last = one(events, "response.completed")
+    if last["response"]["status"] == "completed":
+        # The end-of-sequence token has no delta, but the answer lists its logprobs.
+        position = len(deltas)
+        alternative = {"token": "", "logprob": logprob(position), "bytes": []}
+        collected.append({**alternative, "top_logprobs": [alternative]})
     assert last["response"]["output"][0]["content"][0]["logprobs"] == collected
 
 
@@ -575,7 +588,8 @@ def test_stream_helper_text_turn(client: openai.OpenAI, sim: SimServer) -> None:
     assert final.status == "completed"
     assert final.output_text == text and is_bank_text(text)
     assert only_message(final).id == f"msg_{rid}"
-    assert final.usage is not None and final.usage.output_tokens == len(deltas)
+    # No delta for the end-of-sequence token, which still counts.
+    assert final.usage is not None and final.usage.output_tokens == len(deltas) + EOS_TOKENS
     created = events[0]
     assert created.type == "response.created"
     assert created.response.status == "in_progress"
@@ -649,7 +663,9 @@ def test_wire_text_stream(http: httpx.Client, sim: SimServer) -> None:
     assert final["id"] == response["id"] and final["status"] == "completed"
     assert final["output"] == [item]
     usage = final["usage"]
-    assert usage["output_tokens"] == len(of(events, "response.output_text.delta"))
+    deltas = of(events, "response.output_text.delta")
+    assert all(delta["delta"] for delta in deltas), "no delta for the end of sequence"
+    assert usage["output_tokens"] == len(deltas) + EOS_TOKENS
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
 
 
@@ -721,7 +737,7 @@ def test_echo_last_message(echo: openai.OpenAI, echo_sim: SimServer) -> None:
     )
     assert reply.output_text == "Echo this back, please!"
     assert reply.usage is not None
-    assert reply.usage.output_tokens == len(ascii_tokens(reply.output_text))
+    assert reply.usage.output_tokens == len(ascii_tokens(reply.output_text)) + EOS_TOKENS
 
 
 def test_echo_text_and_image(echo: openai.OpenAI, echo_sim: SimServer) -> None:

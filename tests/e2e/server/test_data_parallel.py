@@ -33,6 +33,7 @@ from tests.support.native import (
     wait_healthy,
 )
 from tests.support.server import SimServer
+from vllm_sim.engine.tokenizer.simulated import EOS_TOKEN_ID
 
 
 def dp_server(args: list[str], env: dict[str, str] | None = None) -> SimServer:
@@ -57,7 +58,8 @@ def test_each_rank_answers_generation_requests(ranks: SimServer) -> None:
         with httpx.Client(base_url=f"http://127.0.0.1:{ranks.port + rank}", timeout=30) as client:
             answer = client.post(GENERATE, json=gen_body([7, rank, 9], 5))
             assert answer.status_code == 200, answer.text
-            assert answer.json()["choices"][0]["token_ids"] == [7, rank, 9]
+            # The echo, then the end-of-sequence id that ends it.
+            assert answer.json()["choices"][0]["token_ids"] == [7, rank, 9, EOS_TOKEN_ID]
             chat = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
             assert client.post("/v1/chat/completions", json=chat).status_code == 200
             models = client.get("/v1/models").json()["data"]
@@ -81,8 +83,9 @@ def test_each_rank_counts_only_its_own_requests(ranks: SimServer) -> None:
 
     assert delta(PROMPT_TOTAL, before0, after0) == 2 * 3
     assert delta(PROMPT_TOTAL, before1, after1) == 3 * 5
-    assert delta(GENERATION_TOTAL, before0, after0) == 2 * 3  # echo: the ids come back
-    assert delta(GENERATION_TOTAL, before1, after1) == 3 * 5
+    # echo: the ids come back, then the end of sequence
+    assert delta(GENERATION_TOTAL, before0, after0) == 2 * (3 + 1)
+    assert delta(GENERATION_TOTAL, before1, after1) == 3 * (5 + 1)
     done0 = sum(after0.success(MODEL).values()) - sum(before0.success(MODEL).values())
     done1 = sum(after1.success(MODEL).values()) - sum(before1.success(MODEL).values())
     assert (done0, done1) == (2, 3)

@@ -69,9 +69,9 @@ def test_a_stream_of_many_tokens_due_at_once_arrives_whole(default_http: httpx.C
         (choice,) = chunk["choices"]
         index = choice["index"]
         assert index not in finished, "no chunk of a choice after its finish"
-        if choice["finish_reason"] is not None:
+        if choice["finish_reason"] is not None:  # on the chunk of the last token
             finished[index] = position
-        elif "content" in choice["delta"] and "role" not in choice["delta"]:
+        if "role" not in choice["delta"]:
             contents[index].append(choice["delta"]["content"])
     assert sorted(finished) == [0, 1, 2]
     assert all(len(contents[i]) == 400 for i in range(3))

@@ -129,9 +129,7 @@ def test_flag_off_the_header_still_names_the_request_but_is_not_echoed() -> None
         assert re.fullmatch("chatcmpl-[0-9a-f]{16}", ids[0])
         assert re.fullmatch("cmpl-[0-9a-f]{16}", ids[1])
         assert len(set(ids)) == 3
-        expected = [
-            uuid.uuid5(uuid.NAMESPACE_URL, f"42-{sim.port}-{i}").hex[:16] for i in range(3)
-        ]
+        expected = [uuid.uuid5(uuid.NAMESPACE_URL, f"42-{sim.port}-{i}").hex[:16] for i in range(3)]
         assert ids == [f"chatcmpl-{expected[0]}", f"cmpl-{expected[1]}", f"cmpl-{expected[2]}"]
 
 

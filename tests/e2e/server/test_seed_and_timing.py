@@ -15,6 +15,7 @@ from tests.support.fixtures import server_fixture
 from tests.support.http import (
     CHAT,
     COMPLETIONS,
+    EOS_TOKENS,
     ascii_tokens,
     chat_body,
     is_bank_text,
@@ -83,7 +84,10 @@ def test_same_seed_same_replies_and_stream_matches() -> None:
             if c["choices"] and c["choices"][0]["delta"].get("content")
         ]
         assert "".join(pieces) == first[0]
-        assert sse.chunks[-1]["usage"]["completion_tokens"] == len(pieces)
+        # A stop adds its end-of-sequence token: a chunk without text, counted in usage.
+        finish = sse.chunks[-2]["choices"][0]["finish_reason"]
+        eos = EOS_TOKENS if finish == "stop" else 0
+        assert sse.chunks[-1]["usage"]["completion_tokens"] == len(pieces) + eos
         assert len(pieces) == len(ascii_tokens(first[0]))
 
 

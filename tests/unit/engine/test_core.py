@@ -332,20 +332,33 @@ def context_error(engine: Engine, req: GenerationRequest) -> RequestError:
 def test_context_length_error_is_raised_at_submit() -> None:
     async def body() -> None:
         engine = make_engine(max_model_len=20)
+        # vLLM counts the prompt only until it overflows: 20 - 10 + 1 = 11 of its 15 tokens.
         error = context_error(engine, request(prompt_tokens=15, max_tokens=10))
         assert error.status == 400
         assert error.message == (
-            "This model's maximum context length is 20 tokens. However, you requested 25 "
-            "tokens (15 in the messages, 10 in the completion). Please reduce the length of "
-            "the messages or completion"
+            "This model's maximum context length is 20 tokens. However, you requested 10 "
+            "output tokens and your prompt contains at least 11 input tokens, for a total of "
+            "at least 21 tokens. Please reduce the length of the input prompt or the number "
+            "of requested output tokens. (parameter=input_tokens, value=11)"
         )
+        assert error.param == "input_tokens"
         assert engine.open_requests == 0
+        # Without max_tokens the prompt must still leave room for one token.
         error = context_error(engine, request(prompt_tokens=20))
         assert error.message == (
-            "This model's maximum context length is 20 tokens. However, you requested 21 "
-            "tokens (20 in the messages, 1 in the completion). Please reduce the length of "
-            "the messages or completion"
+            "This model's maximum context length is 20 tokens. However, you requested 0 "
+            "output tokens and your prompt contains at least 21 input tokens, for a total of "
+            "at least 21 tokens. Please reduce the length of the input prompt or the number "
+            "of requested output tokens. (parameter=input_tokens, value=21)"
         )
+        assert error.param == "input_tokens"
+        # More output than the whole context is refused as such, whatever the prompt.
+        error = context_error(engine, request(prompt_tokens=1, max_tokens=21))
+        assert error.message == (
+            "max_tokens=21 cannot be greater than max_model_len=20. Please request fewer "
+            "output tokens. (parameter=max_tokens, value=21)"
+        )
+        assert error.param == "max_tokens"
         ok = engine.submit(request(prompt_tokens=15, max_tokens=5))  # exactly the limit
         await ok.wait_done()
         assert ok.error is None
@@ -358,8 +371,9 @@ def test_context_length_checked_for_every_prompt_before_anything_runs() -> None:
         engine = make_engine(max_model_len=20, ttft_ms=10)
         req = request(prompt_tokens=3, prompts=2, max_tokens=5)
         req.prompts[1] = Prompt([7] * 18)
-        error = context_error(engine, req)
-        assert error.status == 400 and "requested 23 tokens (18 in the messages" in error.message
+        error = context_error(engine, req)  # the first prompt fits, the second does not
+        assert error.status == 400 and error.param == "input_tokens"
+        assert "requested 5 output tokens" in error.message
         assert (engine.num_running, engine.num_waiting) == (0, 0)
 
     run(body)
