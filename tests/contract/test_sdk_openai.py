@@ -233,7 +233,7 @@ def test_sdk_errors(client: openai.OpenAI, sim: SimServer) -> None:
         client.chat.completions.create(model="x", messages=MESSAGES)
     assert not_found.value.status_code == 404
     assert not_found.value.body == {
-        "message": "The model `x` does not exist.",
+        "message": f"The model `x` does not exist. Valid aliases: {sim.model}.",
         "type": "NotFoundError",
         "param": "model",
         "code": 404,

@@ -221,7 +221,8 @@ def _finish(state: StreamedChoice, choice: dict[str, Any], text: str) -> None:
 def chat_stream(sse: SSE, include_usage: bool = False, one_token: bool = True) -> Stream:
     """Parses a plain chat stream (no logprobs, token ids or tools), checking each choice's
     chunks: the role chunk first, then one chunk per token with its content, the last
-    carrying the finish, and nothing after."""
+    carrying the finish, and nothing after. The end-of-sequence token's chunk has an empty
+    delta, as vLLM 0.32 sends it (its step adds no text)."""
     chunks, usage_value, fingerprint = _stream_chunks(sse, "chat.completion.chunk", include_usage)
     choices: dict[int, StreamedChoice] = {}
     for chunk in chunks:
@@ -240,17 +241,21 @@ def chat_stream(sse: SSE, include_usage: bool = False, one_token: bool = True) -
             continue
         assert set(chunk) == _CHUNK_KEYS, chunk
         assert choice["token_ids"] is None and choice["logprobs"] is None
-        assert set(delta) == {"content"}, delta
-        content = delta["content"]
-        assert isinstance(content, str)
         if choice["finish_reason"] is None:
             assert set(choice) == _CHAT_TOKEN_KEYS, choice
         else:
             assert set(choice) == _CHAT_TOKEN_KEYS | {"stop_reason"}, choice
+        if delta == {}:
+            assert choice["finish_reason"] is not None, "an empty delta ends its choice"
+            _finish(state, choice, "")
+            continue
+        assert set(delta) == {"content"}, delta
+        content = delta["content"]
+        assert isinstance(content, str)
+        # Only the end of sequence has no text, and it has no `content` key at all.
+        assert content, delta
+        if choice["finish_reason"] is not None:
             _finish(state, choice, content)
-            if state.eos:
-                continue
-        assert content, "only the end of sequence has no text"
         if one_token:
             assert is_one_token(content), content
         state.pieces.append(content)
@@ -442,16 +447,21 @@ def sse_events(
 
 
 def token_times(events: list[tuple[float, dict[str, Any]]], *, per_choice: bool) -> list[float]:
-    """Arrival times of the (time, chunk) SSE events that carry a generated token: one per
-    event, or with `per_choice` one per choice that carries one. A token is text, or the
-    end-of-sequence token: no text, on the chunk that finishes its choice with "stop"."""
+    """Arrival times of the (time, chunk) SSE events of a text stream that carry a generated
+    token: one per event, or with `per_choice` one per choice that carries one. A token is
+    text, or the end-of-sequence token: on the chunk that finishes its choice with "stop",
+    a completion's empty text or a chat's empty delta (vLLM 0.32 sends it as `{}`)."""
     times = []
     for at, event in events:
         for choice in event.get("choices", []):
-            text = choice.get("text")
-            if text is None:
-                text = (choice.get("delta") or {}).get("content")
-            if text or (text == "" and choice.get("finish_reason") == "stop"):
+            if "text" in choice:
+                text = choice["text"]
+                eos = text == ""
+            else:
+                delta = choice.get("delta")
+                text = delta.get("content") if isinstance(delta, dict) else None
+                eos = delta == {}
+            if text or (eos and choice.get("finish_reason") == "stop"):
                 times.append(at)
                 if not per_choice:
                     break

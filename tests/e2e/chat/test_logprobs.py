@@ -169,9 +169,14 @@ def test_chat_stream_logprobs(http: httpx.Client, top: int | None) -> None:
 
 def test_chat_stream_logprobs_echo_values(echo_http: httpx.Client) -> None:
     body = chat_body("This is a test.", stream=True, logprobs=True, top_logprobs=2)
-    [chunks] = _stream_logprobs(stream_post(echo_http, CHAT, body).chunks).values()
+    sse = stream_post(echo_http, CHAT, body)
+    [chunks] = _stream_logprobs(sse.chunks).values()
     tokens = chunks[1:]
-    assert [content for content, _ in tokens] == ECHOED
+    # The end of sequence adds no text: its chunk's delta is empty, as vLLM 0.32 sends it,
+    # while its logprobs entry still names the token.
+    assert sse.chunks[-1]["choices"][0]["delta"] == {}
+    assert [content for content, _ in tokens] == [*TEST_TOKENS, None]
+    assert [logprobs["content"][0]["token"] for _, logprobs in tokens] == ECHOED
     values = [logprobs["content"][0]["logprob"] for _, logprobs in tokens]
     assert values == [-1.0, -1.1, -1.2, -1.0, -1.1, -1.2]
 

@@ -109,6 +109,12 @@ def test_streamed_text_blocks_then_one_image_chunk(omni: httpx.Client) -> None:
     assert response.status_code == 200, response.text
     role, *tokens, image, finish, usage = parse_sse(response.content).chunks
     assert role["choices"][0]["delta"]["role"] == "assistant"
+    # A natural stop's end-of-sequence token comes last, before the image: an empty delta
+    # (its step adds no text), without the finish, which waits for the image.
+    eos = tokens[-1]["choices"][0]["delta"] == {}
+    if eos:
+        [eos_choice] = tokens.pop()["choices"]
+        assert eos_choice["finish_reason"] is None
     assert tokens, "some text before the image"
     pieces = []
     for chunk in tokens:
@@ -119,8 +125,7 @@ def test_streamed_text_blocks_then_one_image_chunk(omni: httpx.Client) -> None:
         assert set(block) == {"type", "text"} and block["type"] == "text"
         pieces.append(block["text"])
     assert is_bank_text("".join(pieces))
-    # Only the end-of-sequence token, the last, has an empty text block.
-    assert all(pieces[:-1])
+    assert all(pieces), "only the end of sequence has no text, and no text block"
     assert image["modality"] == "image"
     [choice] = image["choices"]
     assert choice["finish_reason"] is None
@@ -132,8 +137,8 @@ def test_streamed_text_blocks_then_one_image_chunk(omni: httpx.Client) -> None:
     assert finish["choices"][0]["delta"] == {}
     reason = finish["choices"][0]["finish_reason"]
     assert reason in ("stop", "length")
-    assert (pieces[-1] == "") == (reason == "stop")
-    assert usage["usage"]["completion_tokens"] == len(pieces)
+    assert eos == (reason == "stop")
+    assert usage["usage"]["completion_tokens"] == len(pieces) + (EOS_TOKENS if eos else 0)
 
 
 def test_streamed_without_header_is_plain_text(omni: httpx.Client) -> None:
@@ -213,4 +218,11 @@ def test_without_omni_nothing_changes(not_omni: httpx.Client) -> None:
     response = post(not_omni, CHAT, {**chat_body("Hi"), "stream": True}, headers=SEND)
     chunks = parse_sse(response.content).chunks
     assert all("modality" not in chunk for chunk in chunks)
-    assert all(isinstance(c["choices"][0]["delta"].get("content"), str) for c in chunks[1:]), chunks
+    # Plain string deltas; a natural stop's last chunk is its end of sequence, an empty delta.
+    *texts, last = chunks[1:]
+    assert all(isinstance(c["choices"][0]["delta"].get("content"), str) for c in texts), chunks
+    [last_choice] = last["choices"]
+    if last_choice["finish_reason"] == "stop":
+        assert last_choice["delta"] == {}, last
+    else:
+        assert isinstance(last_choice["delta"].get("content"), str), last

@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from tests.support.errors import assert_openai_error
+from tests.support.errors import assert_openai_error, assert_validation_error
 from tests.support.fixtures import openai_fixture
 from tests.support.http import CHAT, PARSE_PREFIX, chat_body, json_ok, post
 from tests.support.server import SimServer
@@ -69,24 +69,38 @@ def test_streamed_with_sampling_fields(http: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value", "param"),
+    ("field", "value", "param", "kind"),
     [
-        ("temperature", "hot", "temperature"),
-        ("top_p", "high", "top_p"),
-        ("top_k", 2.5, "top_k"),
-        ("seed", "x", "seed"),
-        ("stop", {"a": 1}, "stop"),
-        ("stop_token_ids", [1, "2"], "stop_token_ids[1]"),
-        ("skip_special_tokens", "no", "skip_special_tokens"),
-        ("chat_template_kwargs", "x", "chat_template_kwargs"),
-        ("min_tokens", None, "min_tokens"),
-        ("reasoning_effort", "extreme", "reasoning_effort"),
-        ("stop", ["a", "b", "c", "d", "e"], "stop"),
+        ("temperature", "hot", "body.temperature", "float_parsing"),
+        ("top_p", "high", "body.top_p", "float_parsing"),
+        ("top_k", 2.5, "body.top_k", "int_from_float"),
+        ("seed", "x", "body.seed", "int_parsing"),
+        ("stop", {"a": 1}, "body.stop", "string_type"),
+        ("stop_token_ids", [1, "2"], "body.stop_token_ids.1", "int_parsing"),
+        ("skip_special_tokens", "no", "body.skip_special_tokens", "bool_parsing"),
+        ("chat_template_kwargs", "x", "body.chat_template_kwargs", "dict_type"),
+        ("min_tokens", None, "body.min_tokens", "int_type"),
     ],
 )
-def test_a_wrong_type_is_a_400_naming_the_field(
+def test_a_wrong_type_is_vllms_validation_error(
+    http: httpx.Client, field: str, value: object, param: str, kind: str
+) -> None:
+    """vLLM's schema refuses a wrong type: its validation error, located in the body."""
+    response = post(http, CHAT, {**chat_body(max_tokens=2), field: value})
+    assert_validation_error(response, param, kind)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "param"),
+    [
+        ("reasoning_effort", "extreme", "reasoning_effort"),
+        ("stop", ["a", "b", "c", "d", "e"], "stop"),  # at most 4 stop strings
+    ],
+)
+def test_an_unknown_choice_or_too_many_stops_is_a_400_naming_the_field(
     http: httpx.Client, field: str, value: object, param: str
 ) -> None:
+    """Refused while the body is parsed, in this server's words, naming the bare field."""
     response = post(http, CHAT, {**chat_body(max_tokens=2), field: value})
     assert_openai_error(response, 400, prefix=PARSE_PREFIX, param=param)
 

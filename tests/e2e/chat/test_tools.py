@@ -14,7 +14,7 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionMessageToolCall
 
 from tests.support.fixtures import http_fixture, server_fixture
-from tests.support.http import CHAT, MESSAGE_KEYS, parse_sse, post
+from tests.support.http import CHAT, EOS_TOKENS, MESSAGE_KEYS, parse_sse, post
 from tests.support.schemas import (
     CORPUS,
     LONG_CONTEXT,
@@ -94,8 +94,8 @@ def check_tool_completion(
     named: bool = False,
 ) -> list[ChatCompletionMessageToolCall]:
     """A forced tool-calling answer: empty content, typed calls with ids, usage = sum(3 + arg
-    tokens) (no end of sequence). As in vLLM, a call to a named tool finishes with "stop",
-    one that `required` forced with "tool_calls"."""
+    tokens) + 1, the model's end of sequence that ends its calls. As in vLLM, a call to a
+    named tool finishes with "stop", one that `required` forced with "tool_calls"."""
     [choice] = completion.choices
     assert choice.finish_reason == ("stop" if named else "tool_calls")
     # A forced call has "" content (streamed, the role chunk's `"content": ""` is kept).
@@ -112,7 +112,7 @@ def check_tool_completion(
         plain.append(call)
     if counter is not None:
         assert completion.usage is not None
-        expected = sum(
+        expected = EOS_TOKENS + sum(
             TOOL_CALL_OVERHEAD + token_count(counter, c.function.arguments) for c in plain
         )
         assert completion.usage.completion_tokens == expected
@@ -272,7 +272,8 @@ def test_non_ascii_and_escaped_arguments_survive_streaming(
 
 def test_streamed_delta_shape_is_openais(strict_http: httpx.Client) -> None:
     """First chunk of a call: index, id, type, name and the first piece; later chunks: index
-    and argument text only; the last one also carries the finish, `tool_calls`."""
+    and argument text only, each beside a null content; then the end-of-sequence chunk, an
+    empty delta that carries the finish, `tool_calls`."""
     tools = [WEATHER, TIME, SEARCH]
     body = {
         "messages": MESSAGES,
@@ -296,8 +297,9 @@ def test_streamed_delta_shape_is_openais(strict_http: httpx.Client) -> None:
     chunks = sse.chunks
     role, *middle, usage_chunk = chunks
     assert role["choices"][0]["delta"]["role"] == "assistant"
-    *_, finish = middle
+    *middle, finish = middle
     [last] = finish["choices"]
+    assert last["delta"] == {}, "the end of sequence says nothing"
     assert (last["finish_reason"], last["stop_reason"]) == ("tool_calls", None)
     assert usage_chunk["choices"] == []
     calls: dict[int, dict[str, Any]] = {}
@@ -305,11 +307,11 @@ def test_streamed_delta_shape_is_openais(strict_http: httpx.Client) -> None:
     pieces: dict[int, int] = {}
     for chunk in middle:
         [choice] = chunk["choices"]
-        if chunk is not finish:
-            assert choice["finish_reason"] is None
-            assert set(choice) == {"index", "delta", "logprobs", "finish_reason", "token_ids"}
+        assert choice["finish_reason"] is None
+        assert set(choice) == {"index", "delta", "logprobs", "finish_reason", "token_ids"}
         delta = choice["delta"]
-        assert set(delta) == {"tool_calls"}, delta  # no content beside the calls
+        # vLLM's tool-call deltas carry a null content beside the calls, never text.
+        assert set(delta) == {"content", "tool_calls"} and delta["content"] is None, delta
         [entry] = delta["tool_calls"]
         index = entry["index"]
         if index not in calls:
@@ -335,7 +337,7 @@ def test_streamed_delta_shape_is_openais(strict_http: httpx.Client) -> None:
         # One argument token per chunk.
         assert pieces[index] == token_count(strict_http, call["arguments"])
         expected_tokens += TOOL_CALL_OVERHEAD + pieces[index]
-    assert usage_chunk["usage"]["completion_tokens"] == expected_tokens
+    assert usage_chunk["usage"]["completion_tokens"] == expected_tokens + EOS_TOKENS
 
 
 def test_each_choice_streams_its_own_calls_without_logprobs(strict_http: httpx.Client) -> None:
@@ -363,7 +365,7 @@ def test_each_choice_streams_its_own_calls_without_logprobs(strict_http: httpx.C
     assert sorted(per_choice) == [0, 1, 2]
     ids = set()
     for choices_of_one in per_choice.values():
-        role, first, *rest = choices_of_one
+        role, first, *rest, eos = choices_of_one
         assert role["delta"]["role"] == "assistant"
         [entry] = first["delta"]["tool_calls"]
         assert entry["index"] == 0 and entry["function"]["name"] == "get_weather"
@@ -376,9 +378,9 @@ def test_each_choice_streams_its_own_calls_without_logprobs(strict_http: httpx.C
             assert set(later) == {"index", "function"} and later["index"] == 0, later
             assert set(later["function"]) == {"arguments"}, later
         assert_validates(WEATHER["function"]["parameters"], json.loads(arguments))
-        # The last argument chunk carries the finish: no end of sequence after a call.
-        finishes = [c["finish_reason"] for c in (first, *rest)]
-        assert finishes == [None] * len(rest) + ["tool_calls"]
+        # The argument chunks carry no finish: the end of sequence after them does.
+        assert [c["finish_reason"] for c in (first, *rest)] == [None] * (len(rest) + 1)
+        assert (eos["delta"], eos["finish_reason"]) == ({}, "tool_calls")
     assert len(ids) == 3, "every choice has its own call id"
 
 
@@ -440,11 +442,12 @@ def test_named_tool_in_the_flat_form(strict_http: httpx.Client) -> None:
         calls = choice["message"]["tool_calls"]
         assert [c["function"]["name"] for c in calls] == ["get_time"]
         assert (choice["finish_reason"], choice["message"]["content"]) == ("stop", "")
-    # Streamed, the finish rides on the last argument chunk, "stop" as well.
+    # Streamed, the finish rides on the end of sequence after the call, "stop" as well.
     sse = parse_sse(post(strict_http, CHAT, {**body, "stream": True}).content)
     finishes = [chunk["choices"][0]["finish_reason"] for chunk in sse.chunks]
     assert finishes[-1] == "stop" and set(finishes[:-1]) == {None}
-    assert "tool_calls" in sse.chunks[-1]["choices"][0]["delta"]
+    assert sse.chunks[-1]["choices"][0]["delta"] == {}
+    assert "tool_calls" in sse.chunks[-2]["choices"][0]["delta"]
 
 
 def _binomial_bounds(n: int, p: float, sigmas: float = 4.5) -> tuple[float, float]:

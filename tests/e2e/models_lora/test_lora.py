@@ -165,7 +165,8 @@ def test_unload_answers_success_then_the_adapter_is_gone(client: httpx.Client) -
         "Success: LoRA adapter 'gone' removed successfully.",
     )
     assert "gone" not in models(client)
-    message = "The model `gone` does not exist."
+    # vLLM lists the served names, not the adapters, as the valid ones.
+    message = "The model `gone` does not exist. Valid aliases: alias1, alias2."
     assert assert_openai_error(complete(client, "gone"), 404)["message"] == message
     chat = {"model": "gone", "messages": [{"role": "user", "content": "hi"}]}
     assert assert_openai_error(client.post(CHAT, json=chat), 404)["message"] == message

@@ -1,6 +1,7 @@
 """Chat and completion streams framed as vLLM frames them: one chunk per generated token, the
 finish on the last token's chunk (a natural stop is its end-of-sequence token, one step
-later, with no text), usage and the system fingerprint where vLLM puts them."""
+later, with no text: an empty chat delta, an empty completion text), usage and the system
+fingerprint where vLLM puts them."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def test_a_natural_stop_is_an_end_of_sequence_chunk_counted_in_usage(
     tokens = _natural_stop(client, CHAT, body)[1:]
     usage_chunk = stream_post(client, CHAT, body).chunks[-1]
     eos = tokens[-1]["choices"][0]
-    assert eos["delta"] == {"content": ""}
+    assert eos["delta"] == {}, "vLLM 0.32 sends the end-of-sequence step's delta empty"
     assert (eos["finish_reason"], eos["stop_reason"]) == ("stop", None)
     assert all(chunk["choices"][0]["delta"]["content"] for chunk in tokens[:-1])
     assert "system_fingerprint" not in tokens[-1], "with a usage chunk, it carries it"
@@ -140,9 +141,21 @@ def test_continuous_usage_stats_put_running_usage_on_every_chunk(
     prompt = chunks[-1]["usage"]["prompt_tokens"]
     for chunk in chunks[:-1]:
         usage = chunk["usage"]
+        # vLLM's running usage names the completion details (null); the final usage does not.
+        assert set(usage) == {
+            "prompt_tokens",
+            "total_tokens",
+            "completion_tokens",
+            "completion_tokens_details",
+        }, usage
+        assert usage["completion_tokens_details"] is None
         assert usage["prompt_tokens"] == prompt
         assert usage["total_tokens"] == prompt + usage["completion_tokens"]
-    assert chunks[-1]["usage"]["completion_tokens"] == 4
+    assert chunks[-1]["usage"] == {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + 4,
+        "completion_tokens": 4,
+    }
 
 
 def test_without_include_usage_continuous_stats_add_nothing(client: httpx.Client) -> None:
