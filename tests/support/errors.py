@@ -162,3 +162,30 @@ def max_tokens_message(max_model_len: int, max_tokens: int) -> str:
         f"max_tokens={max_tokens} cannot be greater than max_model_len={max_model_len}. "
         f"Please request fewer output tokens. (parameter=max_tokens, value={max_tokens})"
     )
+
+
+def unknown_model_message(model: str, *served: str) -> str:
+    """vLLM 0.32's 404 for a model it does not serve, which lists the served names (adapters
+    not among them) in their flag order."""
+    return f"The model `{model}` does not exist. Valid aliases: {', '.join(served)}."
+
+
+def prompt_too_long_message(max_model_len: int) -> str:
+    """vLLM 0.32's refusal of a prompt that alone overflows the context: it counts the
+    prompt only until it overflows, so the message names one token more than fits."""
+    counted = max_model_len + 1
+    return (
+        f"This model's maximum context length is {max_model_len} tokens. However, your "
+        f"prompt contains at least {counted} input tokens, which exceeds this limit even "
+        "without any output tokens. Please reduce the length of the input prompt. "
+        f"(parameter=input_tokens, value={counted})"
+    )
+
+
+def too_many_logprobs_message(asked: int) -> str:
+    """vLLM 0.32's refusal of more than 20 top logprobs (the chat `top_logprobs` and the
+    completions `logprobs` alike, both named `logprobs`)."""
+    return (
+        f"Requested sample logprobs of {asked}, which is greater than max allowed: 20 "
+        f"(parameter=logprobs, value={asked})"
+    )

@@ -166,5 +166,6 @@ def one(events: list[Event], name: str) -> dict[str, Any]:
 
 
 def request_id_of(response_id: str, prefix: str) -> str:
-    assert response_id.startswith(prefix), response_id
+    """The request id after `prefix`: 16 hex characters, as vLLM 0.32 makes them."""
+    assert re.fullmatch(re.escape(prefix) + "[0-9a-f]{16}", response_id), response_id
     return response_id[len(prefix) :]

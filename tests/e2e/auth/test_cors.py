@@ -60,7 +60,7 @@ def test_by_default_no_other_site_is_allowed(default_client: httpx.Client) -> No
 def test_an_options_without_preflight_headers_is_routed(default_client: httpx.Client) -> None:
     response = default_client.options(CHAT)
     assert response.status_code == 200
-    assert set(response.headers["allow"].split(", ")) == {"POST", "OPTIONS"}
+    assert response.headers["allow"] == "POST"  # the route's own methods, as a 405 lists them
 
 
 def test_a_configured_site_passes_its_preflight(client: httpx.Client) -> None:

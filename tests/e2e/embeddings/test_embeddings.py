@@ -14,7 +14,12 @@ import pytest
 from hypothesis import HealthCheck, event, given
 from hypothesis import strategies as st
 
-from tests.support.errors import VALIDATION_PREFIX, VALIDATION_TYPE, assert_openai_error
+from tests.support.errors import (
+    VALIDATION_PREFIX,
+    VALIDATION_TYPE,
+    assert_openai_error,
+    unknown_model_message,
+)
 from tests.support.fixtures import http_fixture, openai_fixture, server_fixture
 from tests.support.fuzz import fuzz_settings, json_scalars
 from tests.support.http import json_ok
@@ -252,7 +257,7 @@ def test_sdk_default_dimensions(sdk: openai.OpenAI) -> None:
 def test_sdk_unknown_model(sdk: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
         sdk.embeddings.create(model="nope", input="hi")
-    assert "The model `nope` does not exist." in str(caught.value)
+    assert unknown_model_message("nope", "test-model") in str(caught.value)
 
 
 def test_sdk_bad_request(sdk: openai.OpenAI) -> None:
@@ -268,7 +273,7 @@ def test_unknown_model_is_404(http: httpx.Client) -> None:
     response = http.post(PATH, json={"model": "nope", "input": "hi"})
     assert response.status_code == 404
     error = response.json()["error"]
-    assert error["message"] == "The model `nope` does not exist."
+    assert error["message"] == unknown_model_message("nope", "test-model")
     assert error["type"] == "NotFoundError"
 
 

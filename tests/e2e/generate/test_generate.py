@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.errors import assert_openai_error, context_length_message
+from tests.support.errors import assert_openai_error, context_length_message, unknown_model_message
 from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.http import json_ok
 from tests.support.metrics import PROMPT_TOTAL, scrape
@@ -95,7 +95,7 @@ def test_prompt_tokens_are_the_ids_as_given(client: httpx.Client) -> None:
 def test_the_model_field_is_checked(client: httpx.Client) -> None:
     assert client.post(GENERATE, json=gen_body([1], 1, model=MODEL)).status_code == 200
     error = assert_openai_error(client.post(GENERATE, json=gen_body([1], 1, model="other")), 404)
-    assert error["message"] == "The model `other` does not exist."
+    assert error["message"] == unknown_model_message("other", MODEL)
 
 
 def test_unknown_fields_are_ignored(client: httpx.Client) -> None:
@@ -266,7 +266,7 @@ def test_invalid_requests_are_400(
 
 def test_the_model_is_checked_before_the_body_is_validated(client: httpx.Client) -> None:
     error = assert_openai_error(client.post(GENERATE, json={"model": "other"}), 404)
-    assert error["message"] == "The model `other` does not exist."
+    assert error["message"] == unknown_model_message("other", MODEL)
 
 
 def test_context_length_is_checked(echo: httpx.Client) -> None:

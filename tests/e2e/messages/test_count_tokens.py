@@ -9,12 +9,19 @@ import anthropic
 import httpx
 import pytest
 
-from tests.support.errors import assert_anthropic_error
+from tests.support.errors import VALIDATION_PREFIX, assert_anthropic_error
 from tests.support.fixtures import anthropic_fixture
 from tests.support.named_sse import A_WEATHER_TOOL
 from tests.support.server import SimServer
 
 COUNT = "/v1/messages/count_tokens"
+
+
+def validation_entry(loc: str) -> str:
+    """The start of vLLM 0.32's refusal of a list field given something else."""
+    return f"{VALIDATION_PREFIX}{{'type': 'list_type', 'loc': '{loc}', "
+
+
 CONVERSATION: dict[str, Any] = {
     "system": [{"type": "text", "text": "You are terse."}],
     "messages": [
@@ -94,11 +101,12 @@ def test_the_sdk_reads_the_count(client: anthropic.Anthropic, sim: SimServer) ->
         ({"model": "test-model"}, 400, "messages is required"),
         ({"model": "test-model", "messages": []}, 400, "messages must not be empty"),
         ({"model": "test-model", "messages": [{"content": "Hi"}]}, 400, "role"),
-        ({"model": "test-model", "messages": "Hi"}, 400, "Failed to read and parse"),
+        # A wrong type: vLLM 0.32's validation error, in Anthropic's envelope.
+        ({"model": "test-model", "messages": "Hi"}, 400, validation_entry("body.messages")),
         (
             {"model": "test-model", "messages": [{"role": "user", "content": "Hi"}], "tools": 1},
             400,
-            "Failed to read and parse",
+            validation_entry("body.tools"),
         ),
         (
             {

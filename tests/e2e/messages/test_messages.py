@@ -19,6 +19,7 @@ from anthropic.types import (
     ToolUseBlock,
 )
 
+from tests.support.errors import unknown_model_message
 from tests.support.fixtures import anthropic_fixture
 from tests.support.http import EOS_TOKENS, ascii_tokens, is_bank_text
 from tests.support.named_sse import (
@@ -110,8 +111,9 @@ def check_usage(message: Message, output_tokens: int) -> None:
 
 
 def tool_output_tokens(blocks: list[ToolUseBlock]) -> int:
-    """3 per call plus its compact, sorted-key JSON arguments' tokens."""
-    return sum(
+    """3 per call plus its compact, sorted-key JSON arguments' tokens, then the answer's
+    end-of-sequence token (which follows the calls as it follows a text)."""
+    return EOS_TOKENS + sum(
         3 + len(ascii_tokens(json.dumps(b.input, separators=(",", ":"), sort_keys=True)))
         for b in blocks
     )
@@ -358,7 +360,11 @@ def test_wire_text_stream(http: httpx.Client, sim: SimServer) -> None:
     # The end-of-sequence token sends no text delta but counts in output_tokens.
     assert all(d["delta"]["text"] for d in deltas)
     cut = len(deltas) == 40
-    assert delta["usage"]["output_tokens"] == len(deltas) + (0 if cut else EOS_TOKENS)
+    # vLLM's message_delta usage repeats the prompt's count beside the output's.
+    assert delta["usage"] == {
+        "input_tokens": start["usage"]["input_tokens"],
+        "output_tokens": len(deltas) + (0 if cut else EOS_TOKENS),
+    }
     assert delta["delta"] == {
         "stop_reason": "max_tokens" if cut else "end_turn",
         "stop_sequence": None,
@@ -389,7 +395,7 @@ def check_tool_stream(events: list[Event]) -> None:
     assert [s["index"] for s in stops] == list(range(len(starts)))
     current = -1
     joined: dict[int, str] = {}
-    total = 0
+    total = EOS_TOKENS  # the end of sequence after the calls: counted, never streamed
     for event in events[2:-2]:
         if event.name == "content_block_start":
             current = event.data["index"]
@@ -413,6 +419,7 @@ def check_tool_stream(events: list[Event]) -> None:
     delta = one(events, "message_delta")
     assert delta["delta"]["stop_reason"] == "tool_use"
     assert delta["usage"]["output_tokens"] == total
+    assert delta["usage"]["input_tokens"] == events[0].data["message"]["usage"]["input_tokens"]
 
 
 def test_stream_and_create_agree_on_usage(echo_http: httpx.Client) -> None:
@@ -424,6 +431,33 @@ def test_stream_and_create_agree_on_usage(echo_http: httpx.Client) -> None:
     assert start["usage"]["input_tokens"] == plain["usage"]["input_tokens"]
     text = "".join(d["delta"]["text"] for d in of(events, "content_block_delta"))
     assert text == plain["content"][0]["text"] == "One, two and three."
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_stop_sequences_end_the_answer(echo_http: httpx.Client, stream: bool) -> None:
+    # Echo mode makes the text known: the answer stops before the first stop sequence it
+    # meets (which is not shown), and says which one it was.
+    text = "One, two and three."
+    body = {
+        "max_tokens": 50,
+        "messages": [{"role": "user", "content": text}],
+        "stop_sequences": ["absent", " and"],
+    }
+    if stream:
+        events = stream_events(echo_http, MESSAGES, body)
+        answer = "".join(d["delta"]["text"] for d in of(events, "content_block_delta"))
+        delta = one(events, "message_delta")
+        stop_reason, stop_sequence = delta["delta"]["stop_reason"], delta["delta"]["stop_sequence"]
+        output_tokens = delta["usage"]["output_tokens"]
+    else:
+        reply = echo_http.post(MESSAGES, json=body).json()
+        answer = reply["content"][0]["text"]
+        stop_reason, stop_sequence = reply["stop_reason"], reply["stop_sequence"]
+        output_tokens = reply["usage"]["output_tokens"]
+    assert answer == "One, two"
+    assert (stop_reason, stop_sequence) == ("stop_sequence", " and")
+    # The stop sequence's own token was generated, so it counts; no end of sequence follows.
+    assert output_tokens == len(ascii_tokens("One, two and"))
 
 
 # ------------------------------------------------------------------------ SDK errors
@@ -442,13 +476,13 @@ def test_missing_max_tokens_is_bad_request(client: anthropic.Anthropic, sim: Sim
     }
 
 
-def test_unknown_model_is_not_found(client: anthropic.Anthropic) -> None:
+def test_unknown_model_is_not_found(client: anthropic.Anthropic, sim: SimServer) -> None:
     with pytest.raises(anthropic.NotFoundError) as caught:
         client.messages.create(model="no-such-model", max_tokens=5, messages=USER)
     assert caught.value.status_code == 404
     body = cast(dict[str, Any], caught.value.body)
     assert body["error"]["type"] == "not_found_error"
-    assert body["error"]["message"] == "The model `no-such-model` does not exist."
+    assert body["error"]["message"] == unknown_model_message("no-such-model", sim.model)
 
 
 def test_unknown_model_when_streaming(client: anthropic.Anthropic) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.errors import assert_openai_error
+from tests.support.errors import assert_openai_error, unknown_model_message
 from tests.support.fixtures import server_fixture
 from tests.support.metrics import LORA_INFO, RUNNING, WAITING, Metrics, scrape
 from tests.support.native import (
@@ -165,8 +165,8 @@ def test_unload_answers_success_then_the_adapter_is_gone(client: httpx.Client) -
         "Success: LoRA adapter 'gone' removed successfully.",
     )
     assert "gone" not in models(client)
-    # vLLM lists the served names, not the adapters, as the valid ones.
-    message = "The model `gone` does not exist. Valid aliases: alias1, alias2."
+    # The refusal lists the served names only: adapters, loaded or not, are not aliases.
+    message = unknown_model_message("gone", "alias1", "alias2")
     assert assert_openai_error(complete(client, "gone"), 404)["message"] == message
     chat = {"model": "gone", "messages": [{"role": "user", "content": "hi"}]}
     assert assert_openai_error(client.post(CHAT, json=chat), 404)["message"] == message

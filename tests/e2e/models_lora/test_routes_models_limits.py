@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.support.errors import assert_openai_error, context_length_message, max_tokens_message
+from tests.support.errors import (
+    assert_openai_error,
+    context_length_message,
+    max_tokens_message,
+    prompt_too_long_message,
+    unknown_model_message,
+)
 from tests.support.http import CHAT, COMPLETIONS, chat_body, parse_sse, post
 from tests.support.server import SimServer
 
@@ -58,6 +65,9 @@ def test_models_lists_each_served_name(client: httpx.Client) -> None:
         assert entry["parent"] is None
         assert entry["max_model_len"] == MAX_LEN
         assert before <= entry["created"] <= after
+        [permission] = entry["permission"]
+        assert permission["object"] == "model_permission"
+        assert re.fullmatch("modelperm-[0-9a-f]{16}", permission["id"]), permission
 
 
 def test_models_ignores_query_and_body(client: httpx.Client) -> None:
@@ -88,7 +98,7 @@ def test_missing_model_uses_the_first_alias(client: httpx.Client) -> None:
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
 def test_raw_model_is_unknown_when_aliases_exclude_it(client: httpx.Client, path: str) -> None:
     body = {**chat_body("Hi"), "prompt": "Hi", "model": BASE, "max_tokens": 1}
-    message = f"The model `{BASE}` does not exist."
+    message = unknown_model_message(BASE, "alias-a", "alias-b")
     assert_openai_error(post(client, path, body), 404, message, param="model")
 
 
@@ -99,6 +109,7 @@ def test_health_is_200(client: httpx.Client) -> None:
     response = client.get("/health")
     assert response.status_code == 200
     assert response.content == b""
+    assert "content-type" not in response.headers  # vLLM answers a bare Response(200)
 
 
 def test_ready_without_startup_duration(client: httpx.Client) -> None:
@@ -126,7 +137,7 @@ def test_metrics_show_idle_gauges_for_the_first_served_name(client: httpx.Client
         ("POST", "/chat/completions"),
         ("GET", "/v1"),
         ("POST", "/v1/detokenize"),
-        ("GET", "/version"),
+        ("GET", "/versions"),  # /version itself is vLLM's, answered
     ],
 )
 def test_unknown_route_is_404_json(client: httpx.Client, method: str, path: str) -> None:
@@ -136,30 +147,30 @@ def test_unknown_route_is_404_json(client: httpx.Client, method: str, path: str)
 @pytest.mark.parametrize(
     ("method", "path", "allowed"),
     [
-        ("GET", CHAT, {"POST", "OPTIONS"}),
-        ("PUT", CHAT, {"POST", "OPTIONS"}),
-        ("DELETE", COMPLETIONS, {"POST", "OPTIONS"}),
-        ("GET", COMPLETIONS, {"POST", "OPTIONS"}),
-        ("POST", "/v1/models", {"GET", "OPTIONS"}),
-        ("POST", "/metrics", {"GET", "OPTIONS"}),
-        ("POST", "/health", {"GET", "OPTIONS"}),
-        ("PATCH", "/health/ready", {"GET", "OPTIONS"}),
+        ("GET", CHAT, {"POST"}),
+        ("PUT", CHAT, {"POST"}),
+        ("DELETE", COMPLETIONS, {"POST"}),
+        ("GET", COMPLETIONS, {"POST"}),
+        ("POST", "/v1/models", {"GET"}),
+        ("POST", "/metrics", {"GET"}),
+        ("POST", "/health", {"GET"}),
+        ("PATCH", "/health/ready", {"GET"}),
     ],
 )
 def test_wrong_method_is_405_with_allow(
     client: httpx.Client, method: str, path: str, allowed: set[str]
 ) -> None:
+    # vLLM's Allow lists the route's own methods, without OPTIONS.
     response = client.request(method, path)
     assert_openai_error(response, 405)
     assert set(response.headers["allow"].split(", ")) == allowed
 
 
-@pytest.mark.parametrize(
-    ("path", "allowed"), [(CHAT, {"POST", "OPTIONS"}), ("/v1/models", {"GET", "OPTIONS"})]
-)
+@pytest.mark.parametrize(("path", "allowed"), [(CHAT, {"POST"}), ("/v1/models", {"GET"})])
 def test_options_lists_the_allowed_methods(
     client: httpx.Client, path: str, allowed: set[str]
 ) -> None:
+    # Not a preflight (no Origin): routed, and answered with the route's methods as a 405's.
     response = client.options(path)
     assert response.status_code == 200
     assert set(response.headers["allow"].split(", ")) == allowed
@@ -254,6 +265,23 @@ def test_a_prompt_filling_the_context_leaves_no_room_even_unasked(client: httpx.
     reply = post(client, CHAT, chat_body("Hello there")).json()
     assert reply["usage"]["prompt_tokens"] < MAX_LEN  # room for one token at least
     _refused(post(client, CHAT, chat_body("This is a test.")), None)
+
+
+@pytest.mark.parametrize(
+    ("path", "max_tokens"),
+    # Completions default to 16 tokens, over this context: only chat can leave it unset.
+    [(COMPLETIONS, 1), (CHAT, 1), (CHAT, None)],
+)
+def test_a_prompt_alone_over_the_context_is_refused_as_such(
+    client: httpx.Client, path: str, max_tokens: int | None
+) -> None:
+    """A prompt longer than the context is refused without a word on the output tokens."""
+    words = " ".join(["word"] * MAX_LEN)
+    body: dict[str, object] = {**chat_body(words), "prompt": list(range(1, MAX_LEN + 2))}
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    response = post(client, path, body)
+    assert_openai_error(response, 400, prompt_too_long_message(MAX_LEN), param="input_tokens")
 
 
 def test_max_tokens_above_the_context_is_refused_as_such(client: httpx.Client) -> None:

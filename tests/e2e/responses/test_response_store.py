@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.errors import assert_openai_error
 from tests.support.fixtures import http_fixture, openai_fixture, server_fixture
+from tests.support.http import EOS_TOKENS
 from tests.support.named_sse import RESPONSES, WEATHER_TOOL, of, one, stream_events
 from tests.support.server import SimServer
 
@@ -156,6 +157,8 @@ def test_streamed_follow_up(store_http: httpx.Client) -> None:
     events = stream_events(store_http, RESPONSES, body)
     final = one(events, "response.completed")["response"]
     assert final["previous_response_id"] == first["id"]
-    assert len(of(events, "response.output_text.delta")) == final["usage"]["output_tokens"]
+    # A finished answer also counts its end of sequence, which streams no delta.
+    eos = EOS_TOKENS if final["status"] == "completed" else 0
+    assert len(of(events, "response.output_text.delta")) + eos == final["usage"]["output_tokens"]
     alone = _input_tokens(store_http, input="more", store=False)
     assert final["usage"]["input_tokens"] > alone

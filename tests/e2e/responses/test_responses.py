@@ -18,7 +18,7 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_create_params import ToolChoice
 
-from tests.support.errors import assert_openai_error
+from tests.support.errors import assert_openai_error, assert_validation_error
 from tests.support.fixtures import openai_fixture
 from tests.support.http import EOS_TOKENS, ascii_tokens, is_bank_text, logprob
 from tests.support.named_sse import (
@@ -147,6 +147,10 @@ RESPONSE_KEYS = (
     "user",
     "input_messages",
     "output_messages",
+    "frequency_penalty",
+    "presence_penalty",
+    "kv_transfer_params",
+    "ec_transfer_params",
 )
 
 
@@ -159,6 +163,8 @@ def test_response_keys_and_defaults_are_vllms(http: httpx.Client, sim: SimServer
     for key in ("max_tool_calls", "previous_response_id", "prompt", "reasoning", "user"):
         assert body[key] is None, key
     assert body["input_messages"] is None and body["output_messages"] is None
+    assert body["frequency_penalty"] == 0.0 and body["presence_penalty"] == 0.0
+    assert body["kv_transfer_params"] is None and body["ec_transfer_params"] is None
     assert body["top_logprobs"] is None  # no logprobs asked for
     assert body["max_output_tokens"] == 5
     unbounded = http.post(RESPONSES, json={"input": "hi"}).json()
@@ -191,8 +197,10 @@ def test_response_echoes_request_options(http: httpx.Client) -> None:
     [("service_tier", "gold"), ("truncation", "never"), ("store", "yes"), ("user", 3)],
 )
 def test_typed_options_are_checked(http: httpx.Client, field: str, value: object) -> None:
+    # vLLM 0.32's validation error, located under `body`: a value outside a Literal
+    # (service_tier, truncation) as much as a wrong type.
     response = http.post(RESPONSES, json={"input": "hi", field: value})
-    assert_openai_error(response, 400, param=field)
+    assert_validation_error(response, f"body.{field}")
 
 
 def test_prompt_templates_and_background_are_refused(http: httpx.Client) -> None:
@@ -211,6 +219,7 @@ def test_usage_details_are_present_even_when_zero(http: httpx.Client) -> None:
     usage = body["usage"]
     assert usage["input_tokens_details"] == {
         "cached_tokens": 0,
+        "cache_write_tokens": 0,
         "input_tokens_per_turn": [],
         "cached_tokens_per_turn": [],
     }
@@ -270,7 +279,8 @@ def test_cut_by_max_output_tokens_is_incomplete(client: openai.OpenAI, sim: SimS
     assert reply.status == "incomplete"
     assert reply.incomplete_details is not None
     assert reply.incomplete_details.reason == "max_output_tokens"
-    assert only_message(reply).status == "incomplete"
+    # vLLM marks the cut message itself completed: only the response says incomplete.
+    assert only_message(reply).status == "completed"
     assert reply.usage is not None and reply.usage.output_tokens == 4
     assert len(ascii_tokens(only_text(reply).text)) == 4
 
@@ -285,7 +295,7 @@ def test_status_follows_the_finish_in_random_mode(client: openai.OpenAI, sim: Si
         # A finished answer also counts its end of sequence, within the 3 tokens.
         assert reply.usage.output_tokens == text_tokens + (0 if cut else EOS_TOKENS) <= 3
         assert reply.status == ("incomplete" if cut else "completed"), reply
-        assert only_message(reply).status == reply.status
+        assert only_message(reply).status == "completed"  # the cut is the response's status
         assert (reply.incomplete_details is not None) == cut
         seen.add(reply.status)
     assert seen == {"completed", "incomplete"}
@@ -316,7 +326,8 @@ def test_tools_give_exactly_one_function_call(
         names_seen.add(call.name)
         assert reply.status == "completed" and reply.output_text == ""
         assert reply.usage is not None
-        assert reply.usage.output_tokens == 3 + len(ascii_tokens(call.arguments))
+        # 3 framing tokens per call, the arguments, then the end of sequence.
+        assert reply.usage.output_tokens == 3 + len(ascii_tokens(call.arguments)) + EOS_TOKENS
         assert reply.tool_choice == (tool_choice or "auto")
         assert [t.type for t in reply.tools] == ["function", "function"]
     assert names_seen <= {"get_weather", "get_time"}
@@ -611,7 +622,9 @@ def test_stream_helper_tool_turn(client: openai.OpenAI, sim: SimServer) -> None:
     assert joined == done.arguments == call.arguments
     assert deltas[-1].snapshot == joined
     assert all(e.item_id == call.id and e.output_index == 0 for e in deltas)
-    assert final.usage is not None and final.usage.output_tokens == 3 + len(deltas)
+    # The end of sequence that follows the call counts, though no delta carries it.
+    assert final.usage is not None
+    assert final.usage.output_tokens == 3 + len(deltas) + EOS_TOKENS
 
 
 def test_raw_sdk_stream_iteration(client: openai.OpenAI, sim: SimServer) -> None:
@@ -645,9 +658,12 @@ def test_wire_text_stream(http: httpx.Client, sim: SimServer) -> None:
         "role": "assistant",
         "status": "in_progress",
         "content": [],
+        "phase": None,
     }
     part_added = one(events, "response.content_part.added")
-    assert part_added["part"] == {"type": "output_text", "text": "", "annotations": []}
+    # vLLM opens the part with an empty logprobs list, asked for or not.
+    part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    assert part_added["part"] == part
     for name in TEXT_EVENTS[3:8]:
         for data in of(events, name):
             assert data["output_index"] == 0, data
@@ -658,7 +674,15 @@ def test_wire_text_stream(http: httpx.Client, sim: SimServer) -> None:
     assert one(events, "response.content_part.done")["part"]["text"] == text
     item = one(events, "response.output_item.done")["item"]
     assert item["id"] == mid and item["status"] == "completed"
-    assert item["content"] == [{"type": "output_text", "text": text, "annotations": []}]
+    # The finished part has null logprobs, as none were asked for.
+    done_part: dict[str, Any] = {
+        "type": "output_text",
+        "text": text,
+        "annotations": [],
+        "logprobs": None,
+    }
+    assert item["content"] == [done_part]
+    assert item["phase"] is None
     final = one(events, "response.completed")["response"]
     assert final["id"] == response["id"] and final["status"] == "completed"
     assert final["output"] == [item]
@@ -680,6 +704,9 @@ def test_wire_tool_stream(http: httpx.Client) -> None:
     assert fc is not None and added["call_id"] == f"call_{fc.group(1)}"
     deltas = of(events, "response.function_call_arguments.delta")
     assert all(d["item_id"] == added["id"] and d["output_index"] == 0 for d in deltas)
+    assert all(d["delta"] for d in deltas), "no delta for the end of sequence"
+    usage = one(events, "response.completed")["response"]["usage"]
+    assert usage["output_tokens"] == 3 + len(deltas) + EOS_TOKENS
     joined = "".join(d["delta"] for d in deltas)
     done = one(events, "response.function_call_arguments.done")
     assert done["arguments"] == joined and done["name"] == "get_weather"
@@ -702,7 +729,7 @@ def test_wire_incomplete_stream(http: httpx.Client) -> None:
     check_numbering(events)
     assert len(of(events, "response.output_text.delta")) == 3
     item = one(events, "response.output_item.done")["item"]
-    assert item["status"] == "incomplete"
+    assert item["status"] == "completed"  # as in vLLM: the response says incomplete
     final = one(events, "response.completed")["response"]
     assert final["status"] == "incomplete"
     assert final["incomplete_details"] == {"reason": "max_output_tokens"}

@@ -11,7 +11,11 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from tests.support.errors import assert_openai_error
+from tests.support.errors import (
+    assert_openai_error,
+    assert_validation_error,
+    unknown_model_message,
+)
 from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.http import chat_body, json_ok, parse_sse, post
 from tests.support.metrics import RUNNING, scrape
@@ -43,6 +47,7 @@ def test_ping_answers_as_health_does(http: httpx.Client) -> None:
         ping = http.request(method, "/ping")
         assert ping.status_code == health.status_code == 200
         assert ping.content == health.content
+        assert "content-type" not in ping.headers  # vLLM's bare Response(200), as /health
     assert http.put("/ping").status_code == 405
 
 
@@ -72,7 +77,9 @@ def test_invocations_dispatches_by_shape(http: httpx.Client) -> None:
     assert chunks and all(c["object"] == "chat.completion.chunk" for c in chunks)
 
 
-def test_invocations_errors_are_the_dispatched_endpoints(http: httpx.Client) -> None:
+def test_invocations_errors_are_the_dispatched_endpoints(
+    http: httpx.Client, sim: SimServer
+) -> None:
     unknown = post(http, "/invocations", {"inputs": "Hello"})
     assert_openai_error(
         unknown,
@@ -82,12 +89,14 @@ def test_invocations_errors_are_the_dispatched_endpoints(http: httpx.Client) -> 
         param=None,
     )
     assert_openai_error(post(http, "/invocations", {"messages": None}), 400)
-    assert_openai_error(post(http, "/invocations", b"{not json"), 400)
-    assert_openai_error(post(http, "/invocations", b"[1, 2]"), 400)
+    # Chat's own refusals, in vLLM 0.32's validation wording (the location is under `body`).
+    assert_validation_error(post(http, "/invocations", b"{not json"), "body.1", "json_invalid")
+    not_object = post(http, "/invocations", b"[1, 2]")
+    assert_validation_error(not_object, "body", "model_attributes_type")
     wrong = post(http, "/invocations", {**chat_body(), "max_tokens": "many"})
-    assert_openai_error(wrong, 400, param="max_tokens")
+    assert_validation_error(wrong, "body.max_tokens", "int_parsing")
     missing = post(http, "/invocations", {**chat_body(), "model": "nope"})
-    assert_openai_error(missing, 404, param="model")
+    assert_openai_error(missing, 404, unknown_model_message("nope", sim.model), param="model")
     assert http.get("/invocations").status_code == 405
 
 
