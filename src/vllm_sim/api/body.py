@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
+import msgspec.inspect
 
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import VALIDATION_ERROR_TYPE, validation_error
@@ -31,6 +32,7 @@ _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
 _EXPECTED = re.compile(r"Expected `([^`]+)`, got `[^`]+`")
 _BOUND = re.compile(r"Expected `(?:int|float)` (>=|<=|>|<) (\S+)")
 _MISSING = re.compile(r"Object missing required field `([^`]+)`")
+_ENUM = re.compile(r"Invalid enum value .*")
 
 # pydantic's error type and text for a value of the wrong type, by the type msgspec wanted.
 _TYPE_ERRORS = {
@@ -81,7 +83,7 @@ def decode_body(body: bytes, decoder: msgspec.json.Decoder[T]) -> T:
             return decode_body(reading.deduplicated, decoder)
         if reading is None or reading.repeats:  # Python's reader refuses it, or cannot
             raise _own_refusal(str(exc)) from None  # write it again (a lone surrogate)
-        raise _invalid(str(exc), reading.value) from None
+        raise _invalid(str(exc), reading.value, decoder.type) from None
     except msgspec.DecodeError as exc:
         raise _unreadable(body, str(exc)) from None
     except RecursionError:
@@ -124,7 +126,7 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
-def _invalid(text: str, body: object) -> RequestError:
+def _invalid(text: str, body: object, body_type: Any) -> RequestError:
     """msgspec's refusal of well-formed JSON (`body` as Python reads it), in pydantic's words."""
     match = _MSGSPEC.fullmatch(text)
     assert match is not None  # the pattern matches any text
@@ -142,7 +144,47 @@ def _invalid(text: str, body: object) -> RequestError:
         return _entry(kind, loc, f"Input should be {words} {bound}", value, {key: bound})
     if found := _MISSING.fullmatch(what):
         return _entry("missing", [*loc, found.group(1)], "Field required", value)
+    if _ENUM.fullmatch(what):
+        expected = _listed(_literal_values(msgspec.inspect.type_info(body_type), loc))
+        words = f"Input should be {expected}"
+        return _entry("literal_error", loc, words, value, {"expected": expected})
     return _own_refusal(text)  # a bound of msgspec's own, such as a number's range
+
+
+def _literal_values(info: msgspec.inspect.Type, loc: Location) -> tuple[object, ...]:
+    """The values the Literal at `loc` of a body type allows (pydantic lists them)."""
+    for step in loc:
+        info = _step(info, step)
+    literals = info.types if isinstance(info, msgspec.inspect.UnionType) else (info,)
+    return tuple(
+        value
+        for literal in literals
+        if isinstance(literal, msgspec.inspect.LiteralType)
+        for value in literal.values
+    )
+
+
+def _step(info: msgspec.inspect.Type, step: str | int) -> msgspec.inspect.Type:
+    """The type one step into `info`: a struct's field, a list's item or a dict's value."""
+    options = info.types if isinstance(info, msgspec.inspect.UnionType) else (info,)
+    for option in options:
+        if isinstance(option, msgspec.inspect.StructType) and isinstance(step, str):
+            for field in option.fields:
+                if field.encode_name == step:
+                    return field.type
+        if isinstance(option, msgspec.inspect.ListType) and isinstance(step, int):
+            return option.item_type
+        if isinstance(option, msgspec.inspect.DictType) and isinstance(step, str):
+            return option.value_type
+    return msgspec.inspect.AnyType()
+
+
+def _listed(values: tuple[object, ...]) -> str:
+    """pydantic's list of allowed values: `'a', 'b' or 'c'`."""
+    shown = [repr(value) for value in values]
+    if len(shown) < 2:
+        return "".join(shown) or "one of the allowed values"
+    return ", ".join(shown[:-1]) + " or " + shown[-1]
 
 
 def _location(path: str) -> Location:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -76,9 +77,7 @@ class Access:
         guard = self.guard(route.path, route.path.startswith("/v1/messages"))
         if guard is None:
             return route
-        return Route(
-            route.path, route.methods, route.refuses_when_draining, guard, route.error_body
-        )
+        return dataclasses.replace(route, guard=guard)
 
 
 def generation_endpoints() -> list[Endpoint[Any]]:
@@ -137,7 +136,7 @@ def build_routes(
         Route("/health", {"GET": health}),
         Route("/health/ready", {"GET": readiness_handler(readiness)}),
         Route("/metrics", {"GET": metrics_handler(registry)}),
-        Route("/ping", {"GET": health, "POST": health}),  # SageMaker: /health's answer
+        Route("/ping", {"GET": health, "POST": health}, reads_json=False),  # SageMaker
         Route("/version", {"GET": version}),
         Route("/load", {"GET": load.load}),
     ]
@@ -182,7 +181,7 @@ def _generation_routes(ctx: ApiContext, load: ServerLoad) -> list[Route]:
             error_body=endpoints["/v1/messages"].error_body,
         ),
         Route(RETRIEVE_PATH, {"GET": retrieve}),
-        Route(CANCEL_PATH, {"POST": cancel}),
+        Route(CANCEL_PATH, {"POST": cancel}, reads_json=False),
     ]
 
 

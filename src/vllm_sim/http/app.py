@@ -44,6 +44,9 @@ class Route:
     # The envelope of every error answered on this route (and on unknown paths below it),
     # the kernel's own 401/404/405/413/415/500/503 included.
     error_body: ErrorRenderer = error_body
+    # Whether its POST reads a JSON body, and so refuses another content type as vLLM does
+    # (its /ping and cancel routes read none).
+    reads_json: bool = True
 
     @property
     def allow_header(self) -> bytes:
@@ -165,14 +168,16 @@ NOT_JSON = "Unsupported Media Type: Only 'application/json' is allowed"
 
 def _refusal(route: Route, method: str, headers: Headers) -> RequestError | None:
     """What refuses a request before its body is read: the route's guard, then vLLM's media
-    rule. Every POST route reads a JSON body; the control routes' guard checks its media
-    type itself (415, and no Content-Type allowed), the others follow vLLM."""
+    rule. The control routes' guard checks their media type itself (415, and no
+    Content-Type allowed); the other routes that read a JSON body follow vLLM."""
     guard = route.guard
     if guard is not None:
         refusal = guard(method, headers)
         if refusal is not None:
             return refusal
-    if method == "POST" and not is_control(guard) and not _declares_json(headers):
+    if method != "POST" or not route.reads_json or is_control(guard):
+        return None
+    if not _declares_json(headers):
         return validation_error(NOT_JSON)
     return None
 
