@@ -100,13 +100,19 @@ def test_invocations_errors_are_the_dispatched_endpoints(
     assert http.get("/invocations").status_code == 405
 
 
+JSON_HEADERS = {"content-type": "application/json"}
+
+
 def _in_flight(client: httpx.Client, count: int, stream: bool) -> Iterator[threading.Thread]:
     """Starts `count` chat requests (each takes 2 s) on threads."""
     body = json.dumps(chat_body(max_tokens=2, stream=stream))
 
     def send() -> None:
         with httpx.Client(base_url=str(client.base_url), timeout=30) as own:
-            assert own.post("/v1/chat/completions", content=body).status_code == 200
+            assert (
+                own.post("/v1/chat/completions", content=body, headers=JSON_HEADERS).status_code
+                == 200
+            )
 
     for _ in range(count):
         thread = threading.Thread(target=send)
@@ -138,7 +144,9 @@ def test_load_counts_requests_in_flight_when_tracking(tracked_http: httpx.Client
         thread.join()
     assert _load(tracked_http) == 0
     # Refused requests are counted while they are answered, and released.
-    assert_openai_error(post(tracked_http, "/v1/chat/completions", {"messages": 1}), 400)
+    assert_validation_error(
+        post(tracked_http, "/v1/chat/completions", {"messages": 1}), "body.messages", "list_type"
+    )
     assert_openai_error(post(tracked_http, "/invocations", {"inputs": 1}), 400)
     assert _load(tracked_http) == 0
 
