@@ -33,6 +33,9 @@ class RequestError(Exception):
         param: str | None = None,
         error_type: str | None = None,
     ) -> None:
+        if not message.isascii():
+            # A lone surrogate from a client's text must not make the error unencodable.
+            message = message.encode("utf-8", "replace").decode("utf-8")
         super().__init__(message)
         self.status = status
         self.message = message

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -65,12 +66,43 @@ class BadItem(ValueError):
 
 
 def loads_json(text: str) -> Any:
-    """json.loads without NaN/Infinity, which Go's decoder rejects too."""
+    """json.loads without NaN/Infinity, which Go's decoder rejects too; a lone surrogate
+    escape (`\\ud800`) becomes U+FFFD, as Go decodes it."""
 
     def reject(constant: str) -> Any:
         raise ValueError(f"invalid JSON literal {constant}")
 
-    return json.loads(text, parse_constant=reject)
+    data = json.loads(text, parse_constant=reject)
+    return without_surrogates(data) if _SURROGATE_ESCAPE.search(text) else data
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def valid_text(text: str) -> str:
+    """`text` with each lone surrogate (an argv byte that is not UTF-8, a JSON or YAML
+    escape) replaced by U+FFFD, as Go holds such text: a setting that reaches an answer
+    must always encode."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def without_surrogates(value: Any) -> Any:
+    """Decoded JSON with valid_text applied to every string in it, keys included;
+    iterative, so any depth the decoder accepted is walked."""
+    root = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        parent, key = stack.pop()
+        node = parent[key]
+        if isinstance(node, str):
+            parent[key] = valid_text(node)
+        elif isinstance(node, dict):
+            parent[key] = node = {valid_text(k): v for k, v in node.items()}
+            stack.extend((node, k) for k in node)
+        elif isinstance(node, list):
+            stack.extend((node, i) for i in range(len(node)))
+    return root[0]
 
 
 class Kind:

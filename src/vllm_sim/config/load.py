@@ -16,6 +16,7 @@ from .errors import HelpRequested
 from .fake_metrics_rules import with_all_finish_reasons
 from .flags import FLAGS, SETTINGS, EnvRule
 from .help import render_help
+from .kinds import valid_text
 from .model import Config
 from .validate import validate
 from .yaml_source import load_yaml_file
@@ -59,7 +60,9 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
 
     Raises ConfigError (one-line reason) or HelpRequested (usage text).
     """
-    args = list(argv)
+    # Text that is not UTF-8 (an argv byte, a surrogate escape) is held as Go holds it.
+    args = [valid_text(item) for item in argv]
+    environ = {name: valid_text(value) for name, value in environ.items()}
     path = find_config_path(args)
     # Read first, so a bad file is reported even with --help, and help shows its values.
     from_file = load_yaml_file(path) if path is not None else {}

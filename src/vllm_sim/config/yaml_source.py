@@ -18,7 +18,7 @@ import yaml
 
 from .errors import ConfigError
 from .flags import YAML_KEYS
-from .kinds import YamlValue
+from .kinds import YamlValue, valid_text, without_surrogates
 
 _PREFIX = "failed to unmarshal configuration: yaml: "
 MAX_CONFIG_BYTES = 1 << 20  # 1 MiB: far beyond any settings file
@@ -32,9 +32,10 @@ def _short_tag(tag: str) -> str:
 
 def _to_value(node: yaml.Node, loader: yaml.SafeLoader) -> YamlValue:
     line = node.start_mark.line + 1
-    data = loader.construct_object(node, deep=True)
+    data = without_surrogates(loader.construct_object(node, deep=True))
     if isinstance(node, yaml.ScalarNode):
-        return YamlValue(_short_tag(node.tag), node.value, node.style is None, line, data)
+        text = valid_text(node.value)
+        return YamlValue(_short_tag(node.tag), text, node.style is None, line, data)
     items: tuple[YamlValue, ...] = ()
     if isinstance(node, yaml.SequenceNode):
         items = tuple(_to_value(item, loader) for item in node.value)

@@ -283,3 +283,10 @@ def test_fake_merged_object_is_validated(fake_cfg: Config) -> None:
 def test_fake_null_object_is_unchanged(fake_cfg: Config) -> None:
     assert update(fake_cfg, {"fake-metrics": None}) == fake_cfg
     assert update(fake_cfg, {"fake-metrics": {}}) == fake_cfg
+
+
+def test_lone_surrogate_escape_reads_as_replacement_character(cfg: Config) -> None:
+    # Go decodes `\ud800` to U+FFFD; the refusal that repeats it must encode as UTF-8.
+    error = update_error(cfg, b'{"latency-calculator": "\\ud800"}')
+    assert "unknown latency-calculator \ufffd," in error
+    error.encode("utf-8")

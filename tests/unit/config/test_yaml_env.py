@@ -266,3 +266,13 @@ def test_pod_environment(tmp_path: Path) -> None:
 def test_enable_kvcache_without_pod_ip_is_not_a_load_error() -> None:
     cfg = load("--model", "m", "--enable-kvcache", "true")
     assert cfg.enable_kvcache is True and cfg.pod_ip == ""
+
+
+def test_text_that_is_not_utf8_is_held_as_replacement_characters(tmp_path: Path) -> None:
+    # An argv byte that is not UTF-8 arrives as a surrogate escape; a YAML or environment
+    # value can spell a lone surrogate. Each becomes U+FFFD, so answers naming it encode.
+    assert load("--model", "m\udcff").model == "m\ufffd"
+    path = write_yaml(tmp_path, 'model: "a\\ud800"\nserved-model-name: ["\\udc00x"]\n')
+    cfg = load("--config", path)
+    assert (cfg.model, cfg.served_model_name) == ("a\ufffd", ("\ufffdx",))
+    assert load("--model", "m", env={"POD_NAME": "p\udcff"}).pod_name == "p\ufffd"

@@ -200,3 +200,13 @@ def test_no_content_type_is_refused_except_on_control_routes() -> None:
     assert asyncio.run(raw([], "/control", server)) == 200  # `curl -X POST .../sleep`
     text = [(b"content-type", b"text/plain")]
     assert asyncio.run(raw(text, "/control", server)) == 415  # the control guard's rule
+
+
+async def refuses_naming_a_lone_surrogate(request: HttpRequest) -> AnyResponse:
+    raise RequestError(400, "unknown value \ud800", param="x")
+
+
+def test_an_error_naming_a_lone_surrogate_still_encodes() -> None:
+    routes = [Route("/r", {"POST": refuses_naming_a_lone_surrogate})]
+    status, body, _ = call(App(routes, max_body_bytes=10), "POST", "/r")
+    assert status == 400 and body["error"]["message"] == "unknown value ?"
