@@ -18,7 +18,7 @@ from vllm_sim.api.endpoint import (
 )
 from vllm_sim.api.logprobs import ChatLogprobs, check_logprobs_count, prompt_logprobs
 from vllm_sim.api.omni import image_block
-from vllm_sim.api.sampling import ChatSampling, check_sampling, sampled
+from vllm_sim.api.sampling import ChatSampling, sampling_options
 from vllm_sim.api.streaming import (
     AnswerShape,
     OpenAIChunks,
@@ -34,6 +34,7 @@ from vllm_sim.api.tools import (
     probe_schema,
     tool_candidates,
 )
+from vllm_sim.api.usage import usage_of
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.toolcalls import ToolCallOutput, ToolPlan
 from vllm_sim.engine.request import JsonPlan, Prompt
@@ -71,8 +72,7 @@ class ChatEndpoint(Endpoint[ChatRequest]):
             max_tokens, field = body.max_tokens, "max_tokens"
         logprobs = (body.top_logprobs or 0) if body.logprobs else None
         options = Options.of(body, max_tokens, field, body.n, body.cache_hit_threshold, logprobs)
-        check_sampling(body, options)
-        return sampled(options, body)
+        return sampling_options(options, body)
 
     def plan(self, ctx: ApiContext, body: ChatRequest) -> Plan:
         check_logprobs_count(body.top_logprobs, "top_logprobs")
@@ -88,7 +88,10 @@ class ChatEndpoint(Endpoint[ChatRequest]):
             call.stream, answer_shape(call, "chatcmpl-"), _top(call), _tool_mode(call)
         )
 
-    def answer(self, call: Call[ChatRequest]) -> dict[str, Any]:
+    def answer(self, call: Call[ChatRequest]) -> dict[str, Any] | bytes:
+        plain = _plain_completion(call)
+        if plain is not None:
+            return plain
         return _completion(call, answer_shape(call, "chatcmpl-"))
 
 
@@ -167,6 +170,65 @@ def _completion(call: Call[ChatRequest], shape: AnswerShape) -> dict[str, Any]:
     answer["ec_transfer_params"] = None
     answer["metrics"] = None
     return answer
+
+
+_NOT_PLAIN = (Finish.CACHE_THRESHOLD, Finish.TOOL_CALLS)
+_PLAIN_HEAD = b',"object":"chat.completion","created":'
+_PLAIN_CHOICE = b',"choices":[{"index":0,"message":{"role":"assistant","content":'
+_PLAIN_FINISH = (
+    b',"refusal":null,"annotations":null,"audio":null,"function_call":null,"reasoning":null}'
+    b',"logprobs":null,"finish_reason":'
+)
+_PLAIN_STOP = b',"stop_reason":'
+_PLAIN_USAGE = (
+    b',"token_ids":null,"routed_experts":null}],"service_tier":null,"system_fingerprint":'
+)
+_PLAIN_TAIL = (
+    b',"prompt_logprobs":null,"prompt_token_ids":null,"prompt_text":null,'
+    b'"kv_transfer_params":null,"ec_transfer_params":null,"metrics":null}'
+)
+
+
+def _plain_completion(call: Call[ChatRequest]) -> bytes | None:
+    """The common answer (one text choice; no logprobs, ids, image, tools or transfer)
+    written from precomputed parts: the same bytes as `_completion`'s, at a third of the
+    cost. None for any other answer."""
+    options, stream = call.options, call.stream
+    sequences = stream.sequences
+    if (
+        len(sequences) != 1
+        or call.body.logprobs
+        or options.token_ids
+        or options.prompt_logprobs is not None
+        or options.transfer is not None
+    ):
+        return None
+    seq = sequences[0]
+    if seq.tool_calls is not None or seq.request.with_image or seq.finish_reason in _NOT_PLAIN:
+        return None
+    settings = call.ctx.settings
+    usage = usage_of(sequences).openai_json(settings.prompt_tokens_details)
+    return b"".join(
+        (
+            b'{"id":',
+            json_str("chatcmpl-" + call.request_id),
+            _PLAIN_HEAD,
+            str(int(stream.request.arrival_time)).encode(),
+            b',"model":',
+            json_str(call.model),
+            _PLAIN_CHOICE,
+            json_str("".join(seq.output_pieces)),
+            _PLAIN_FINISH,
+            _encode(seq.finish_reason),
+            _PLAIN_STOP,
+            _encode(seq.stop_reason),
+            _PLAIN_USAGE,
+            json_str(settings.system_fingerprint),
+            b',"usage":',
+            _encode(usage),
+            _PLAIN_TAIL,
+        )
+    )
 
 
 def _message(content: object) -> dict[str, Any]:

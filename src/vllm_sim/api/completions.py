@@ -16,7 +16,7 @@ from vllm_sim.api.endpoint import (
     answer_shape,
 )
 from vllm_sim.api.logprobs import CompletionLogprobs, check_logprobs_count, prompt_logprobs
-from vllm_sim.api.sampling import CompletionSampling, check_sampling, sampled
+from vllm_sim.api.sampling import CompletionSampling, sampling_options
 from vllm_sim.api.streaming import (
     AnswerShape,
     OpenAIChunks,
@@ -82,8 +82,7 @@ class CompletionsEndpoint(Endpoint[CompletionRequest]):
         options = Options.of(
             body, max_tokens, "max_tokens", body.n, body.cache_hit_threshold, body.logprobs
         )
-        check_sampling(body, options)
-        return sampled(options, body)
+        return sampling_options(options, body)
 
     def plan(self, ctx: ApiContext, body: CompletionRequest) -> Plan:
         check_logprobs_count(body.logprobs, "logprobs")

@@ -176,8 +176,10 @@ class Endpoint(Generic[B]):
         """The stream framing of one request."""
         raise NotImplementedError
 
-    def answer(self, call: Call[B]) -> dict[str, Any]:
-        """The whole answer of a finished request that was not streamed."""
+    def answer(self, call: Call[B]) -> dict[str, Any] | bytes:
+        """The whole answer of a finished request that was not streamed: a dict, or bytes
+        when the protocol writes a common answer straight from precomputed parts. Never
+        bytes when the pipeline has keys to add (a prefill's kv_transfer_params)."""
         raise NotImplementedError
 
     def error_body(self, error: RequestError) -> bytes:

@@ -97,6 +97,8 @@ def _answer_size(stream: RequestStream, options: Options) -> int:
 
 def _answer_body(endpoint: Endpoint[B], call: Call[B], generation: GenerationRequest) -> bytes:
     answer = endpoint.answer(call)
+    if isinstance(answer, bytes):
+        return answer
     if generation.do_remote_decode:
         settings = call.ctx.settings
         sequence = call.stream.sequences[0]

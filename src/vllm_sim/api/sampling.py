@@ -517,6 +517,26 @@ def _check_vocabulary(params: SamplingValues) -> None:
             _reject("allowed_token_ids contains out-of-vocab token id!", "allowed_token_ids")
 
 
+def sampling_options(options: Options, body: SamplingRequest) -> Options:
+    """`options` after vLLM's checks of the sampling fields, with what they change. A body
+    that sets none of them (the common case) is told apart by one comparison of their
+    values with the defaults, which pass every check and change nothing."""
+    fields = _DEFAULTS.get(type(body).__mro__[1])
+    if fields is not None:
+        start, end, defaults = fields
+        if msgspec.structs.astuple(body)[start:end] == defaults:
+            return options
+    check_sampling(body, options)
+    return sampled(options, body)
+
+
+def _defaults(cls: type[SamplingRequest]) -> tuple[int, int, tuple[object, ...]]:
+    """Where the sampling fields of a `cls` body lie among its fields (a body's own fields
+    follow them), and their default values."""
+    start, end = len(OpenAIBody.__struct_fields__), len(cls.__struct_fields__)
+    return start, end, msgspec.structs.astuple(cls())[start:end]
+
+
 def sampled(options: Options, body: SamplingRequest) -> Options:
     """`options` with the sampling parameters that change what is generated: stop strings
     and tokens, min_tokens, the seed, greedy decoding, and what the answer lists."""
@@ -532,3 +552,8 @@ def sampled(options: Options, body: SamplingRequest) -> Options:
     if isinstance(body, CompletionSampling):
         options.echo = bool(body.echo)
     return options
+
+
+_DEFAULTS: dict[type, tuple[int, int, tuple[object, ...]]] = {
+    cls: _defaults(cls) for cls in (ChatSampling, CompletionSampling)
+}

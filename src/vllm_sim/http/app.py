@@ -13,6 +13,7 @@ from vllm_sim.http.cors import Cors
 from vllm_sim.http.messages import (
     JSON,
     AnyResponse,
+    Fields,
     Handler,
     Headers,
     HttpRequest,
@@ -20,6 +21,7 @@ from vllm_sim.http.messages import (
     StreamingResponse,
     error_body,
     error_response,
+    header_fields,
     validation_error,
 )
 
@@ -79,11 +81,13 @@ class App:
             if preflight is not None:
                 await _send(send, preflight)
                 return
-        response, cors = await self._serve(scope, receive, route)
-        await _send(send, response, self._cors.response_headers(headers) if cors else ())
+        fields = header_fields(headers)
+        response, cors = await self._serve(scope, receive, route, fields)
+        extra = self._cors.response_headers(fields.get(b"origin")) if cors else ()
+        await _send(send, response, extra)
 
     async def _serve(
-        self, scope: Scope, receive: Receive, route: Route | None
+        self, scope: Scope, receive: Receive, route: Route | None, fields: Fields
     ) -> tuple[AnyResponse, bool]:
         """The answer, and whether it carries CORS headers: vLLM checks API keys outside its
         CORS layer, so a refused key gets none and a page cannot read why."""
@@ -93,11 +97,11 @@ class App:
         handler = route.methods.get(method)
         if handler is None:
             return _method_response(route, method), True
-        refusal = _refusal(route, method, scope["headers"])
+        refusal = _refusal(route, method, scope["headers"], fields)
         if refusal is not None:  # uvicorn drops the unread body
             return _error(route, refusal), refusal.status != 401
         try:
-            body = await self._read_body(scope, receive)
+            body = await self._read_body(fields, receive)
         except _BodyTooLarge:
             limit_mb = self.max_body_bytes // (1024 * 1024)
             message = f"Request body exceeds the {limit_mb} MB limit (max-request-body-size-mb)"
@@ -108,7 +112,14 @@ class App:
         server = scope.get("server")
         port = server[1] if server else 0
         request = HttpRequest(
-            method, scope["path"], scope["query_string"], scope["headers"], body, receive, port
+            method,
+            scope["path"],
+            scope["query_string"],
+            scope["headers"],
+            body,
+            receive,
+            port,
+            fields,
         )
         return await _call(handler, request, route), True
 
@@ -135,11 +146,11 @@ class App:
         )
         return error_response(error) if owner is None else _error(owner, error)
 
-    async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
+    async def _read_body(self, fields: Fields, receive: Receive) -> bytes:
         limit = self.max_body_bytes
-        for key, value in scope["headers"]:
-            if key == b"content-length" and value.isdigit() and int(value) > limit:
-                raise _BodyTooLarge
+        length = fields.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            raise _BodyTooLarge
         message = await receive()
         body: bytes = message.get("body", b"")
         if not message.get("more_body"):
@@ -166,7 +177,7 @@ def _shut(route: Route | None, headers: Headers) -> bool:
 NOT_JSON = "Unsupported Media Type: Only 'application/json' is allowed"
 
 
-def _refusal(route: Route, method: str, headers: Headers) -> RequestError | None:
+def _refusal(route: Route, method: str, headers: Headers, fields: Fields) -> RequestError | None:
     """What refuses a request before its body is read: the route's guard, then vLLM's media
     rule. The control routes' guard checks their media type itself (415, and no
     Content-Type allowed); the other routes that read a JSON body follow vLLM."""
@@ -177,18 +188,15 @@ def _refusal(route: Route, method: str, headers: Headers) -> RequestError | None
             return refusal
     if method != "POST" or not route.reads_json or is_control(guard):
         return None
-    if not _declares_json(headers):
+    if not _declares_json(fields.get(b"content-type")):
         return validation_error(NOT_JSON)
     return None
 
 
-def _declares_json(headers: Headers) -> bool:
+def _declares_json(content_type: bytes | None) -> bool:
     """vLLM's test: the first Content-Type, lower-cased, is application/json up to its first
     `;` (parameters such as a charset may follow). A missing one is not JSON."""
-    for name, value in headers:
-        if name == b"content-type":
-            return value.lower().partition(b";")[0] == JSON
-    return False
+    return content_type is not None and content_type.lower().partition(b";")[0] == JSON
 
 
 def _is_parameter(segment: str) -> bool:

@@ -129,11 +129,10 @@ class Cors:
         names = asked.decode("latin-1").lower().split(",")
         return all(name.strip() in self._headers for name in names)
 
-    def response_headers(self, headers: Headers) -> Headers:
-        """The CORS headers of the answer to any other request: the origin named when it is
-        allowed (or any is, with credentials), and `Vary: Origin` always, since the answer
-        depends on it."""
-        origin = _first(headers, b"origin")
+    def response_headers(self, origin: bytes | None) -> Headers:
+        """The CORS headers of the answer to any other request (`origin`: its Origin
+        header): the origin named when it is allowed (or any is, with credentials), and
+        `Vary: Origin` always, since the answer depends on it."""
         if origin is None:
             return _VARY_ONLY
         if (self._all_origins and self._credentials) or (
@@ -142,13 +141,6 @@ class Cors:
             named = [_CREDENTIALS] if self._credentials else []
             return [*named, (_ALLOW_ORIGIN, origin), _VARY_ORIGIN]
         return self._unnamed
-
-
-def _first(headers: Headers, wanted: bytes) -> bytes | None:
-    for name, value in headers:
-        if name == wanted:
-            return value
-    return None
 
 
 def _read_preflight(headers: Headers) -> _Preflight:

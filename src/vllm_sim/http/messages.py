@@ -12,6 +12,16 @@ import msgspec
 from vllm_sim.errors import RequestError
 
 Headers = list[tuple[bytes, bytes]]
+# Each header name (lower case) once, with its first value, as Starlette's `get` reads it.
+Fields = dict[bytes, bytes]
+
+
+def header_fields(headers: Headers) -> Fields:
+    """One lookup table for all the header reads of a request, built in C (the first value
+    of a repeated name wins, as it does in vLLM)."""
+    return dict(reversed(headers))
+
+
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 BodyWriter = Callable[[bytes], Awaitable[None]]
@@ -26,6 +36,7 @@ class HttpRequest:
     __slots__ = (
         "_receive",
         "body",
+        "fields",
         "headers",
         "method",
         "path",
@@ -43,11 +54,13 @@ class HttpRequest:
         body: bytes,
         receive: Receive,
         port: int,
+        fields: Fields | None = None,
     ) -> None:
         self.method = method
         self.path = path
         self.query = query
         self.headers = headers
+        self.fields = header_fields(headers) if fields is None else fields
         self.body = body
         self.port = port  # the port this request arrived on
         self.request_id: str | None = None  # set once the handler names the request
@@ -55,10 +68,8 @@ class HttpRequest:
 
     def header(self, name: bytes) -> str | None:
         """The value of a header (name in lower case), or None."""
-        for key, value in self.headers:
-            if key == name:
-                return value.decode("latin-1")
-        return None
+        value = self.fields.get(name)
+        return None if value is None else value.decode("latin-1")
 
     def flag(self, name: bytes) -> bool:
         """A header read as Go's strconv.ParseBool reads true (the control headers' rule)."""

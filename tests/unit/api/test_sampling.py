@@ -9,14 +9,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.support.errors import VALIDATION_PREFIX, VALIDATION_TYPE
+from vllm_sim.api import sampling
 from vllm_sim.api.body import PARSE_ERROR_PREFIX, decode_body
 from vllm_sim.api.capabilities import CHAT, COMPLETIONS, GENERATE
 from vllm_sim.api.chat import ChatEndpoint, ChatRequest
 from vllm_sim.api.completions import CompletionRequest, CompletionsEndpoint
-from vllm_sim.api.endpoint import Options
+from vllm_sim.api.endpoint import OpenAIBody, Options
 from vllm_sim.api.generate import GenerateEndpoint
 from vllm_sim.api.sampling import (
     MAX_ALLOWED_TOKEN_IDS,
@@ -29,9 +31,11 @@ from vllm_sim.api.sampling import (
     MAX_STOP_STRINGS,
     MAX_STOP_TOKEN_IDS,
     VOCAB_SIZE,
+    ChatSampling,
     SamplingRequest,
     StructuredOutputs,
     check_sampling,
+    sampled,
 )
 from vllm_sim.errors import RequestError
 
@@ -494,3 +498,29 @@ def test_bounds_themselves_are_accepted() -> None:
 def test_the_request_bases_share_one_field_set() -> None:
     assert issubclass(ChatRequest, SamplingRequest)
     assert issubclass(CompletionRequest, SamplingRequest)
+
+
+@pytest.mark.parametrize("body_type", [ChatRequest, CompletionRequest])
+def test_default_sampling_fields_pass_every_check_and_change_nothing(body_type: Any) -> None:
+    # The premise of the fast path that skips the checks for a body setting no field.
+    body = body_type(**({"messages": MESSAGES} if body_type is ChatRequest else {"prompt": "x"}))
+    for n, max_tokens in ((None, None), (3, 1), (1, 0)):
+        options = Options(max_tokens, "max_tokens", n=n)
+        check_sampling(body, options)
+        assert sampled(options, body) == Options(max_tokens, "max_tokens", n=n)
+
+
+def test_any_sampling_field_set_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A body that sets any one sampling field leaves the fast path for the checks.
+    checked: list[str] = []
+    monkeypatch.setattr(sampling, "check_sampling", lambda body, options: checked.append("x"))
+    monkeypatch.setattr(sampling, "sampled", lambda options, body: options)
+    body = ChatRequest(messages=MESSAGES)
+    fields = ChatSampling.__struct_fields__[len(OpenAIBody.__struct_fields__) :]
+    assert "temperature" in fields and "return_prompt_text" in fields
+    for field in fields:
+        changed = msgspec.structs.replace(body, **{field: object()})
+        sampling.sampling_options(Options(None, "max_tokens"), changed)
+    assert len(checked) == len(fields)
+    sampling.sampling_options(Options(None, "max_tokens"), body)
+    assert len(checked) == len(fields)

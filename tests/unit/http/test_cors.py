@@ -45,8 +45,8 @@ def test_by_default_no_other_origin_is_allowed() -> None:
         "access-control-allow-methods": "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT, QUERY",
         "access-control-max-age": "600",
     }
-    assert named(cors.response_headers([(b"origin", OTHER)])) == {"vary": "Origin"}
-    assert named(cors.response_headers([])) == {"vary": "Origin"}
+    assert named(cors.response_headers(OTHER)) == {"vary": "Origin"}
+    assert named(cors.response_headers(None)) == {"vary": "Origin"}
 
 
 def test_not_a_preflight_is_left_to_the_routes() -> None:
@@ -65,11 +65,11 @@ def test_an_allowed_origin_is_named() -> None:
     assert headers["access-control-allow-headers"] == "Authorization, Content-Type"  # mirrored
     assert headers["access-control-max-age"] == "600" and headers["vary"] == PREFLIGHT_VARY
     assert "access-control-allow-credentials" not in headers
-    assert named(cors.response_headers([(b"origin", SITE)])) == {
+    assert named(cors.response_headers(SITE)) == {
         "access-control-allow-origin": SITE.decode(),
         "vary": "Origin",
     }
-    assert named(cors.response_headers([(b"origin", OTHER)])) == {"vary": "Origin"}
+    assert named(cors.response_headers(OTHER)) == {"vary": "Origin"}
     assert preflight(cors, OTHER).body == b"Disallowed CORS origin"
     assert preflight(cors, SITE.upper()).status == 400  # an exact match
 
@@ -79,7 +79,7 @@ def test_a_wildcard_allows_any_origin_and_credentials_name_it() -> None:
     answer = preflight(anyone, OTHER)
     assert answer.status == 200
     assert named(answer.headers)["access-control-allow-origin"] == "*"
-    assert named(anyone.response_headers([(b"origin", OTHER)])) == {
+    assert named(anyone.response_headers(OTHER)) == {
         "access-control-allow-origin": "*",
         "vary": "Origin",
     }
@@ -88,7 +88,7 @@ def test_a_wildcard_allows_any_origin_and_credentials_name_it() -> None:
     headers = named(answer.headers)
     assert headers["access-control-allow-origin"] == OTHER.decode()
     assert headers["access-control-allow-credentials"] == "true"
-    assert named(trusted.response_headers([(b"origin", OTHER)])) == {
+    assert named(trusted.response_headers(OTHER)) == {
         "access-control-allow-credentials": "true",
         "access-control-allow-origin": OTHER.decode(),
         "vary": "Origin",
@@ -97,11 +97,11 @@ def test_a_wildcard_allows_any_origin_and_credentials_name_it() -> None:
 
 def test_credentials_are_announced_even_to_refused_origins() -> None:
     cors = Cors(CorsPolicy(allowed_origins=(SITE.decode(),), allow_credentials=True))
-    assert named(cors.response_headers([(b"origin", OTHER)])) == {
+    assert named(cors.response_headers(OTHER)) == {
         "access-control-allow-credentials": "true",
         "vary": "Origin",
     }  # as Starlette does: without the origin named, a browser reads nothing anyway
-    assert named(cors.response_headers([])) == {"vary": "Origin"}
+    assert named(cors.response_headers(None)) == {"vary": "Origin"}
 
 
 def test_methods_and_headers_can_be_narrowed() -> None:
