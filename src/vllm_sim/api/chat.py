@@ -353,7 +353,8 @@ class ChatChunks(OpenAIChunks):
             if not seq.request.with_image:
                 head = self._head + str(seq.index).encode() + b',"delta":{"content":'
                 tail = self._plain_tail
-                parts = [head + json_str(pieces[i]) + tail for i in range(start, stop)]
+                encode = _encode  # not json_str: one Python call less per token
+                parts = [head + encode(piece) + tail for piece in pieces[start:stop]]
             else:
                 parts = [self._token_chunk(seq, i, False) for i in range(start, stop)]
         else:

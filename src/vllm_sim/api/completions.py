@@ -196,7 +196,8 @@ class CompletionChunks(OpenAIChunks):
             head = self._head + str(seq.index).encode() + b',"text":'
             tail = self._plain_tail
             pieces = seq.output_pieces
-            parts = [head + json_str(pieces[i]) + tail for i in range(start, stop)]
+            encode = _encode  # not json_str: one Python call less per token
+            parts = [head + encode(piece) + tail for piece in pieces[start:stop]]
         else:
             parts = [self._chunk(seq, i, False) for i in range(start, stop)]
         if folds:
