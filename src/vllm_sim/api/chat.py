@@ -22,9 +22,12 @@ from vllm_sim.api.sampling import ChatSampling, sampling_options
 from vllm_sim.api.streaming import (
     AnswerShape,
     OpenAIChunks,
+    PlainLayout,
     encoded_choices,
     json_str,
     openai_object,
+    plain_object,
+    plain_sequence,
 )
 from vllm_sim.api.tools import (
     parse_response_format,
@@ -34,7 +37,6 @@ from vllm_sim.api.tools import (
     probe_schema,
     tool_candidates,
 )
-from vllm_sim.api.usage import usage_of
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.toolcalls import ToolCallOutput, ToolPlan
 from vllm_sim.engine.request import JsonPlan, Prompt
@@ -172,20 +174,15 @@ def _completion(call: Call[ChatRequest], shape: AnswerShape) -> dict[str, Any]:
     return answer
 
 
-_NOT_PLAIN = (Finish.CACHE_THRESHOLD, Finish.TOOL_CALLS)
-_PLAIN_HEAD = b',"object":"chat.completion","created":'
-_PLAIN_CHOICE = b',"choices":[{"index":0,"message":{"role":"assistant","content":'
-_PLAIN_FINISH = (
-    b',"refusal":null,"annotations":null,"audio":null,"function_call":null,"reasoning":null}'
-    b',"logprobs":null,"finish_reason":'
-)
-_PLAIN_STOP = b',"stop_reason":'
-_PLAIN_USAGE = (
-    b',"token_ids":null,"routed_experts":null}],"service_tier":null,"system_fingerprint":'
-)
-_PLAIN_TAIL = (
+_PLAIN_LAYOUT = PlainLayout(
+    b'"chat.completion"',
+    b',"routed_experts":null',
     b',"prompt_logprobs":null,"prompt_token_ids":null,"prompt_text":null,'
-    b'"kv_transfer_params":null,"ec_transfer_params":null,"metrics":null}'
+    b'"kv_transfer_params":null,"ec_transfer_params":null,"metrics":null}',
+)
+_PLAIN_MESSAGE_TAIL = (
+    b',"refusal":null,"annotations":null,"audio":null,"function_call":null,"reasoning":null}'
+    b',"logprobs":null'
 )
 
 
@@ -193,41 +190,19 @@ def _plain_completion(call: Call[ChatRequest]) -> bytes | None:
     """The common answer (one text choice; no logprobs, ids, image, tools or transfer)
     written from precomputed parts: the same bytes as `_completion`'s, at a third of the
     cost. None for any other answer."""
-    options, stream = call.options, call.stream
-    sequences = stream.sequences
-    if (
-        len(sequences) != 1
-        or call.body.logprobs
-        or options.token_ids
-        or options.prompt_logprobs is not None
-        or options.transfer is not None
-    ):
+    stream = call.stream
+    seq = plain_sequence(call.options, stream)
+    if seq is None:
         return None
-    seq = sequences[0]
-    if seq.tool_calls is not None or seq.request.with_image or seq.finish_reason in _NOT_PLAIN:
-        return None
+    text = (
+        b'{"index":0,"message":{"role":"assistant","content":'
+        + _encode("".join(seq.output_pieces))
+        + _PLAIN_MESSAGE_TAIL
+    )
     settings = call.ctx.settings
-    usage = usage_of(sequences).openai_json(settings.prompt_tokens_details)
-    return b"".join(
-        (
-            b'{"id":',
-            json_str("chatcmpl-" + call.request_id),
-            _PLAIN_HEAD,
-            str(int(stream.request.arrival_time)).encode(),
-            b',"model":',
-            json_str(call.model),
-            _PLAIN_CHOICE,
-            json_str("".join(seq.output_pieces)),
-            _PLAIN_FINISH,
-            _encode(seq.finish_reason),
-            _PLAIN_STOP,
-            _encode(seq.stop_reason),
-            _PLAIN_USAGE,
-            json_str(settings.system_fingerprint),
-            b',"usage":',
-            _encode(usage),
-            _PLAIN_TAIL,
-        )
+    shape = (settings.system_fingerprint, settings.prompt_tokens_details)
+    return plain_object(
+        stream, "chatcmpl-" + call.request_id, call.model, _PLAIN_LAYOUT, text, shape
     )
 
 

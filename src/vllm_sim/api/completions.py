@@ -20,9 +20,12 @@ from vllm_sim.api.sampling import CompletionSampling, sampling_options
 from vllm_sim.api.streaming import (
     AnswerShape,
     OpenAIChunks,
+    PlainLayout,
     encoded_choices,
     json_str,
     openai_object,
+    plain_object,
+    plain_sequence,
 )
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import Sequence
@@ -91,7 +94,10 @@ class CompletionsEndpoint(Endpoint[CompletionRequest]):
     def chunks(self, call: Call[CompletionRequest]) -> CompletionChunks:
         return CompletionChunks(call, answer_shape(call, "cmpl-"))
 
-    def answer(self, call: Call[CompletionRequest]) -> dict[str, Any]:
+    def answer(self, call: Call[CompletionRequest]) -> dict[str, Any] | bytes:
+        plain = _plain_completion(call)
+        if plain is not None:
+            return plain
         shape = answer_shape(call, "cmpl-")
         how = ChoiceShape(call, shape)
         stream = call.stream
@@ -102,6 +108,29 @@ class CompletionsEndpoint(Endpoint[CompletionRequest]):
         answer["ec_transfer_params"] = None
         answer["metrics"] = None
         return answer
+
+
+_PLAIN_LAYOUT = PlainLayout(
+    b'"text_completion"',
+    b',"prompt_logprobs":null,"prompt_token_ids":null,"routed_experts":null',
+    b',"kv_transfer_params":null,"ec_transfer_params":null,"metrics":null}',
+)
+
+
+def _plain_completion(call: Call[CompletionRequest]) -> bytes | None:
+    """The common answer (one prompt and choice; no echo, logprobs, ids or transfer)
+    written from precomputed parts: the same bytes as the general path's. None for any
+    other answer."""
+    if call.options.echo:
+        return None
+    stream = call.stream
+    seq = plain_sequence(call.options, stream)
+    if seq is None:
+        return None
+    text = b'{"index":0,"text":' + _encode("".join(seq.output_pieces)) + b',"logprobs":null'
+    settings = call.ctx.settings
+    shape = (settings.system_fingerprint, settings.prompt_tokens_details)
+    return plain_object(stream, "cmpl-" + call.request_id, call.model, _PLAIN_LAYOUT, text, shape)
 
 
 class ChoiceShape:

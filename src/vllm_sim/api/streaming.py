@@ -296,6 +296,85 @@ def encoded_choices(
     return [msgspec.Raw(_encode(choice(seq, how))) for seq in sequences]
 
 
+class PlainTest(Protocol):
+    """What a request asked for that rules out a plain answer (the protocol's options)."""
+
+    @property
+    def logprobs(self) -> int | None: ...
+    @property
+    def token_ids(self) -> bool: ...
+    @property
+    def prompt_logprobs(self) -> int | None: ...
+    @property
+    def transfer(self) -> object | None: ...
+
+
+def plain_sequence(options: PlainTest, stream: RequestStream) -> Sequence | None:
+    """The one sequence of a request whose answer may be written plain: one choice with no
+    logprobs, token ids, prompt logprobs, transfer, tools or image. None otherwise."""
+    sequences = stream.sequences
+    if len(sequences) != 1 or options.logprobs is not None or options.token_ids:
+        return None
+    if options.prompt_logprobs is not None or options.transfer is not None:
+        return None
+    seq = sequences[0]
+    if seq.tool_calls is not None or seq.request.with_image or seq.finish_reason in _NOT_PLAIN:
+        return None
+    return seq
+
+
+_NOT_PLAIN = (Finish.CACHE_THRESHOLD, Finish.TOOL_CALLS)
+
+
+@dataclass(frozen=True, slots=True)
+class PlainLayout:
+    """The fixed parts of a protocol's plain answer, as JSON: its `object`, the keys of its
+    choice after `token_ids`, and those of the answer after `usage`."""
+
+    obj: bytes
+    choice_tail: bytes
+    answer_tail: bytes
+
+
+def plain_object(
+    stream: RequestStream, rid: str, model: str, layout: PlainLayout, text: bytes, shape: Plain
+) -> bytes:
+    """The bytes `openai_object` encodes for a plain answer (see plain_sequence), written
+    around its one choice's keys up to its text (`text`); `shape` is the fingerprint and
+    whether prompt token details are listed."""
+    fingerprint, details = shape
+    seq = stream.sequences[0]
+    usage = usage_of(stream.sequences).openai_json(details)
+    return b"".join(
+        (
+            b'{"id":',
+            _encode(rid),
+            b',"object":',
+            layout.obj,
+            b',"created":',
+            str(int(stream.request.arrival_time)).encode(),
+            b',"model":',
+            _encode(model),
+            b',"choices":[',
+            text,
+            b',"finish_reason":',
+            _encode(seq.finish_reason),
+            b',"stop_reason":',
+            _encode(seq.stop_reason),
+            b',"token_ids":null',
+            layout.choice_tail,
+            b'}],"service_tier":null,"system_fingerprint":',
+            _encode(fingerprint),
+            b',"usage":',
+            _encode(usage),
+            layout.answer_tail,
+        )
+    )
+
+
+Plain = tuple[str, bool]
+
+
 def openai_object(
     stream: RequestStream, shape: AnswerShape, obj: str, choices: list[Any]
 ) -> dict[str, Any]:

@@ -1,21 +1,36 @@
-"""The common chat answer is written from precomputed parts; it must be byte for byte the
-answer the general path builds, whatever the request id, model, finish or usage."""
+"""The common chat and completion answers are written from precomputed parts; each must be
+byte for byte the answer the general path builds, whatever the request id, model, finish or
+usage."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from tests.support.config import load
-from vllm_sim.api import chat
-from vllm_sim.api.endpoint import answer_shape
+from vllm_sim.api import capabilities, chat, completions
+from vllm_sim.api.endpoint import Endpoint
 from vllm_sim.http.messages import encode_json
 from vllm_sim.server.build import build_instance
 
-PLAIN = [
+Headers = list[tuple[bytes, bytes]]
+Api = tuple[ModuleType, Endpoint[Any], dict[str, Any]]
+HELLO = [{"role": "user", "content": "Hello there"}]
+CHAT: Api = (
+    chat,
+    chat.ChatEndpoint("/v1/chat/completions", capabilities.CHAT),
+    {"messages": HELLO},
+)
+COMPLETIONS: Api = (
+    completions,
+    completions.CompletionsEndpoint("/v1/completions", capabilities.COMPLETIONS),
+    {"prompt": "Hello there"},
+)
+PLAIN: list[tuple[dict[str, Any], Headers]] = [
     ({"max_tokens": 5}, []),
     ({"max_tokens": 50}, []),  # finishes with "stop" (and its end-of-sequence step)
     ({"max_tokens": 40, "stop": ["a", "e"]}, []),  # a stop_reason
@@ -26,23 +41,24 @@ PLAIN = [
 
 
 def answers(
-    argv: list[str], fields: dict[str, Any], headers: list[tuple[bytes, bytes]], times: int = 1
-) -> Any:
-    """(the bytes the endpoint wrote, the general path's encoding) of the last of `times`
-    identical requests."""
+    api: Api, argv: list[str], fields: dict[str, Any], headers: Headers, times: int = 1
+) -> tuple[bytes | None, bytes]:
+    """(the plain bytes the endpoint wrote, the general path's encoding) of the last of
+    `times` identical requests."""
+    module, endpoint, base = api
     app = build_instance(load(*argv), 8000).app
     seen: dict[str, Any] = {}
-    plain = chat._plain_completion
+    plain = module._plain_completion
 
     def spy(call: Any) -> bytes | None:
-        seen["call"] = call
-        seen["plain"] = plain(call)
-        return seen["plain"]
+        written: bytes | None = plain(call)
+        seen["call"], seen["plain"] = call, written
+        return written
 
-    body = json.dumps({"messages": [{"role": "user", "content": "Hello there"}], **fields})
+    body = json.dumps({**base, **fields}).encode()
 
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": body.encode(), "more_body": False}
+        return {"type": "http.request", "body": body, "more_body": False}
 
     async def send(message: dict[str, Any]) -> None:
         pass
@@ -50,7 +66,7 @@ def answers(
     scope = {
         "type": "http",
         "method": "POST",
-        "path": "/v1/chat/completions",
+        "path": endpoint.path,
         "query_string": b"",
         "headers": [(b"content-type", b"application/json"), *headers],
         "server": ("127.0.0.1", 8000),
@@ -61,37 +77,49 @@ def answers(
             await app(scope, receive, send)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(chat, "_plain_completion", spy)
+        patch.setattr(module, "_plain_completion", spy)
         asyncio.run(requests())
-    call = seen["call"]
-    return seen["plain"], encode_json(chat._completion(call, answer_shape(call, "chatcmpl-")))
+        patch.setattr(module, "_plain_completion", lambda call: None)
+        general = encode_json(endpoint.answer(seen["call"]))
+    return seen["plain"], general
 
 
+@pytest.mark.parametrize("api", [CHAT, COMPLETIONS], ids=["chat", "completions"])
 @pytest.mark.parametrize(("fields", "headers"), PLAIN)
 def test_plain_answer_is_the_general_answer(
-    fields: dict[str, Any], headers: list[tuple[bytes, bytes]]
+    api: Api, fields: dict[str, Any], headers: Headers
 ) -> None:
-    plain, general = answers(["--model", 'm "ü"'], fields, headers)
+    plain, general = answers(api, ["--model", 'm "ü"'], fields, headers)
     assert plain is not None and plain == general
 
 
-def test_plain_answer_with_cached_prompt_details() -> None:
+@pytest.mark.parametrize("api", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+def test_plain_answer_with_cached_prompt_details(api: Api) -> None:
     argv = ["--model", "m", "--enable-kvcache", "--enable-prompt-tokens-details"]
     argv += ["--block-size", "8"]
     long = {"messages": [{"role": "user", "content": "Hello there " * 20}], "max_tokens": 3}
-    plain, general = answers(argv, long, [], times=2)
-    assert plain == general and b'"prompt_tokens_details":{"cached_tokens":' in plain
+    if api is COMPLETIONS:
+        long = {"prompt": "Hello there " * 20, "max_tokens": 3}
+    plain, general = answers(api, argv, long, [], times=2)
+    assert plain is not None and plain == general
+    assert b'"prompt_tokens_details":{"cached_tokens":' in plain
 
 
 @pytest.mark.parametrize(
-    "fields",
+    ("api", "fields"),
     [
-        {"max_tokens": 3, "logprobs": True},
-        {"max_tokens": 3, "n": 2},
-        {"max_tokens": 3, "return_token_ids": True},
-        {"max_tokens": 3, "prompt_logprobs": 1},
-        {"max_tokens": 3, "kv_transfer_params": {"do_remote_decode": True}},
+        (CHAT, {"max_tokens": 3, "logprobs": True}),
+        (CHAT, {"max_tokens": 3, "n": 2}),
+        (CHAT, {"max_tokens": 3, "return_token_ids": True}),
+        (CHAT, {"max_tokens": 3, "prompt_logprobs": 1}),
+        (CHAT, {"max_tokens": 3, "kv_transfer_params": {"do_remote_decode": True}}),
+        (COMPLETIONS, {"max_tokens": 3, "logprobs": 0}),
+        (COMPLETIONS, {"max_tokens": 3, "echo": True}),
+        (COMPLETIONS, {"max_tokens": 3, "prompt": ["a", "b"]}),
+        (COMPLETIONS, {"max_tokens": 3, "return_token_ids": True}),
+        (COMPLETIONS, {"max_tokens": 3, "kv_transfer_params": {"do_remote_decode": True}}),
     ],
 )
-def test_other_answers_take_the_general_path(fields: dict[str, Any]) -> None:
-    assert answers(["--model", "m"], fields, [])[0] is None
+def test_other_answers_take_the_general_path(api: Api, fields: dict[str, Any]) -> None:
+    plain, general = answers(api, ["--model", "m"], fields, [])
+    assert plain is None and general.startswith(b'{"id":')
