@@ -22,12 +22,12 @@ from vllm_sim.api.sampling import ChatSampling, sampling_options
 from vllm_sim.api.streaming import (
     AnswerShape,
     OpenAIChunks,
-    PlainLayout,
     encoded_choices,
     json_str,
     openai_object,
     plain_object,
     plain_sequence,
+    plain_template,
 )
 from vllm_sim.api.tools import (
     parse_response_format,
@@ -174,7 +174,7 @@ def _completion(call: Call[ChatRequest], shape: AnswerShape) -> dict[str, Any]:
     return answer
 
 
-_PLAIN_LAYOUT = PlainLayout(
+_PLAIN_TEMPLATE = plain_template(
     b'"chat.completion"',
     b',"routed_experts":null',
     b',"prompt_logprobs":null,"prompt_token_ids":null,"prompt_text":null,'
@@ -202,7 +202,7 @@ def _plain_completion(call: Call[ChatRequest]) -> bytes | None:
     settings = call.ctx.settings
     shape = (settings.system_fingerprint, settings.prompt_tokens_details)
     return plain_object(
-        stream, "chatcmpl-" + call.request_id, call.model, _PLAIN_LAYOUT, text, shape
+        stream, "chatcmpl-" + call.request_id, call.model, _PLAIN_TEMPLATE, text, shape
     )
 
 

@@ -20,12 +20,12 @@ from vllm_sim.api.sampling import CompletionSampling, sampling_options
 from vllm_sim.api.streaming import (
     AnswerShape,
     OpenAIChunks,
-    PlainLayout,
     encoded_choices,
     json_str,
     openai_object,
     plain_object,
     plain_sequence,
+    plain_template,
 )
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import Sequence
@@ -110,7 +110,7 @@ class CompletionsEndpoint(Endpoint[CompletionRequest]):
         return answer
 
 
-_PLAIN_LAYOUT = PlainLayout(
+_PLAIN_TEMPLATE = plain_template(
     b'"text_completion"',
     b',"prompt_logprobs":null,"prompt_token_ids":null,"routed_experts":null',
     b',"kv_transfer_params":null,"ec_transfer_params":null,"metrics":null}',
@@ -130,7 +130,7 @@ def _plain_completion(call: Call[CompletionRequest]) -> bytes | None:
     text = b'{"index":0,"text":' + _encode("".join(seq.output_pieces)) + b',"logprobs":null'
     settings = call.ctx.settings
     shape = (settings.system_fingerprint, settings.prompt_tokens_details)
-    return plain_object(stream, "cmpl-" + call.request_id, call.model, _PLAIN_LAYOUT, text, shape)
+    return plain_object(stream, "cmpl-" + call.request_id, call.model, _PLAIN_TEMPLATE, text, shape)
 
 
 class ChoiceShape:

@@ -326,32 +326,34 @@ def plain_sequence(options: PlainTest, stream: RequestStream) -> Sequence | None
 _NOT_PLAIN = (Finish.CACHE_THRESHOLD, Finish.TOOL_CALLS)
 
 
-@dataclass(frozen=True, slots=True)
-class PlainLayout:
-    """The fixed parts of a protocol's plain answer, as JSON: its `object`, the keys of its
-    choice after `token_ids`, and those of the answer after `usage`."""
+def plain_template(obj: bytes, choice_tail: bytes, answer_tail: bytes) -> PlainTemplate:
+    """A protocol's plain answer around the parts that vary: its `object` (JSON), the keys
+    of its choice after `token_ids`, and those of the answer after `usage`."""
+    return (
+        b',"object":' + obj + b',"created":',
+        b',"token_ids":null' + choice_tail + b'}],"service_tier":null,"system_fingerprint":',
+        answer_tail,
+    )
 
-    obj: bytes
-    choice_tail: bytes
-    answer_tail: bytes
+
+PlainTemplate = tuple[bytes, bytes, bytes]
 
 
 def plain_object(
-    stream: RequestStream, rid: str, model: str, layout: PlainLayout, text: bytes, shape: Plain
+    stream: RequestStream, rid: str, model: str, template: PlainTemplate, text: bytes, shape: Plain
 ) -> bytes:
-    """The bytes `openai_object` encodes for a plain answer (see plain_sequence), written
-    around its one choice's keys up to its text (`text`); `shape` is the fingerprint and
-    whether prompt token details are listed."""
+    """The bytes `openai_object` encodes for a plain answer (see plain_sequence), from the
+    protocol's `plain_template` and its one choice's keys up to its text (`text`); `shape`
+    is the fingerprint and whether prompt token details are listed."""
     fingerprint, details = shape
     seq = stream.sequences[0]
     usage = usage_of(stream.sequences).openai_json(details)
+    head, middle, tail = template
     return b"".join(
         (
             b'{"id":',
             _encode(rid),
-            b',"object":',
-            layout.obj,
-            b',"created":',
+            head,
             str(int(stream.request.arrival_time)).encode(),
             b',"model":',
             _encode(model),
@@ -361,13 +363,11 @@ def plain_object(
             _encode(seq.finish_reason),
             b',"stop_reason":',
             _encode(seq.stop_reason),
-            b',"token_ids":null',
-            layout.choice_tail,
-            b'}],"service_tier":null,"system_fingerprint":',
+            middle,
             _encode(fingerprint),
             b',"usage":',
             _encode(usage),
-            layout.answer_tail,
+            tail,
         )
     )
 

@@ -515,7 +515,7 @@ def test_any_sampling_field_set_is_checked(monkeypatch: pytest.MonkeyPatch) -> N
     checked: list[str] = []
     monkeypatch.setattr(sampling, "check_sampling", lambda body, options: checked.append("x"))
     monkeypatch.setattr(sampling, "sampled", lambda options, body: options)
-    body = ChatRequest(messages=MESSAGES)
+    body = msgspec.convert({"messages": MESSAGES}, ChatRequest)
     fields = ChatSampling.__struct_fields__[len(OpenAIBody.__struct_fields__) :]
     assert "temperature" in fields and "return_prompt_text" in fields
     for field in fields:
