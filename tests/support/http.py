@@ -324,31 +324,8 @@ EOS_TOKENS = 1
 
 FINGERPRINT_RE = r"vllm-0\.32\.0-[0-9a-f]{8}"  # system_fingerprint: the release, a config hash
 
-# Every key of vLLM's non-streamed answers, present even when null.
-CHAT_KEYS = frozenset(
-    {
-        "id",
-        "object",
-        "created",
-        "model",
-        "choices",
-        "service_tier",
-        "system_fingerprint",
-        "usage",
-        "prompt_logprobs",
-        "prompt_token_ids",
-        "prompt_text",
-        "kv_transfer_params",
-        "ec_transfer_params",
-        "metrics",
-    }
-)
-CHAT_CHOICE_KEYS = frozenset(
-    {"index", "message", "logprobs", "finish_reason", "stop_reason", "token_ids", "routed_experts"}
-)
-MESSAGE_KEYS = frozenset(
-    {"role", "content", "refusal", "annotations", "audio", "function_call", "reasoning"}
-)
+# Every key of vLLM's non-streamed answers, present even when null: chat answers list the
+# prompt's logprobs, ids and text beside the keys both share.
 COMPLETION_KEYS = frozenset(
     {
         "id",
@@ -363,6 +340,13 @@ COMPLETION_KEYS = frozenset(
         "ec_transfer_params",
         "metrics",
     }
+)
+CHAT_KEYS = COMPLETION_KEYS | {"prompt_logprobs", "prompt_token_ids", "prompt_text"}
+CHAT_CHOICE_KEYS = frozenset(
+    {"index", "message", "logprobs", "finish_reason", "stop_reason", "token_ids", "routed_experts"}
+)
+MESSAGE_KEYS = frozenset(
+    {"role", "content", "refusal", "annotations", "audio", "function_call", "reasoning"}
 )
 COMPLETION_CHOICE_KEYS = frozenset(
     {
