@@ -269,16 +269,16 @@ def _mutate(
     """`body` with one thing broken; a mutation that has nothing to work on leaves it."""
     kind = draw(st.sampled_from(MUTATIONS))
     if kind == "root":
-        return draw(bad)
+        return _fresh(draw, bad)
     if kind == "field" and isinstance(body, dict) and fields:
         name = draw(st.sampled_from(sorted(fields)))
-        body[name] = draw(fields[name])
+        body[name] = _fresh(draw, fields[name])
         return body
     paths = list(_paths(body))
     objects = _objects(body)
     if kind == "node" and paths:
         path = draw(st.sampled_from(paths))
-        _node(body, path[:-1])[path[-1]] = draw(bad)
+        _node(body, path[:-1])[path[-1]] = _fresh(draw, bad)
     elif kind == "delete":
         keys = [path for path in paths if isinstance(_node(body, path[:-1]), dict)]
         if keys:
@@ -286,10 +286,17 @@ def _mutate(
             del _node(body, path[:-1])[path[-1]]
     elif kind == "unknown" and objects:
         target = _node(body, draw(st.sampled_from(objects)))
-        target[draw(st.text(max_size=12))] = draw(bad)
+        target[draw(st.text(max_size=12))] = _fresh(draw, bad)
     elif kind == "duplicate" and objects:
         body = _duplicate(draw, body, draw(st.sampled_from(objects)), bad)
     return body
+
+
+def _fresh(draw: st.DrawFn, values: st.SearchStrategy[Any]) -> Any:
+    """A drawn value of its own: `just` and `sampled_from` hand out the same object every
+    time, and a later mutation that edits it in place would change what they draw next
+    (hypothesis then sees inconsistent data generation)."""
+    return copy.deepcopy(draw(values))
 
 
 def _duplicate(draw: st.DrawFn, body: Any, path: Path, bad: Any) -> Any:
@@ -297,7 +304,7 @@ def _duplicate(draw: st.DrawFn, body: Any, path: Path, bad: Any) -> Any:
     target: dict[str, Any] = _node(body, path)
     key = draw(st.sampled_from(sorted(target))) if target else "model"
     items = tuple(target.items())
-    extra = ((key, draw(bad)),)
+    extra = ((key, _fresh(draw, bad)),)
     pairs = Pairs(extra + items if draw(st.booleans()) else items + extra)
     if not path:
         return pairs
