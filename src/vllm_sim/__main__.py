@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 
-from vllm_sim.config import Config, ConfigError, HelpRequested, load_config
+from vllm_sim.config import Config, ConfigError, HelpRequested, load_startup
 
 KV_NEEDS_POD_IP = "IP should be defined in the environment (POD_IP) for KV cache to work"
 
@@ -14,13 +14,14 @@ KV_NEEDS_POD_IP = "IP should be defined in the environment (POD_IP) for KV cache
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
-        cfg = load_config(args, os.environ)
+        loaded = load_startup(args, os.environ)
     except HelpRequested as help_text:
         print(help_text, file=sys.stderr)
         return 0
     except ConfigError as error:
         print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)
         return 2
+    cfg = loaded.config
     if cfg.enable_kvcache and not cfg.pod_ip:
         # A server-start rule, not a config one: the topic of KV events names this pod.
         print(f"vllm-sim: invalid configuration: {KV_NEEDS_POD_IP}", file=sys.stderr)
@@ -30,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    log = logging.getLogger("vllm_sim")
+    for level, message in loaded.startup_notes():  # once, before data-parallel ranks fork
+        log.log(level, message)
     if cfg.data_parallel_size > 1 and cfg.data_parallel_rank < 0:
         from vllm_sim.server.ranks import serve_ranks
 
