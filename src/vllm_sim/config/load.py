@@ -25,7 +25,7 @@ from .model import Config
 from .model_context import ContextLength, model_context_length
 from .validate import validate
 from .vllm_cli import AUTO, unrecognized_message
-from .yaml_source import load_yaml_file
+from .yaml_source import YamlSettings, load_yaml_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +89,12 @@ def load_startup(argv: Sequence[str], environ: Mapping[str, str]) -> LoadedConfi
     environ = {name: valid_text(value) for name, value in environ.items()}
     path = find_config_path(args)
     # Read first, so a bad file is reported even with --help, and help shows its values.
-    from_file = load_yaml_file(path) if path is not None else {}
-    values = _defaults(environ) | from_file
+    from_file = load_yaml_file(path) if path is not None else YamlSettings()
+    values = _defaults(environ) | from_file.values
     parsed = walk(args)
     converted = convert_occurrences(parsed)
     if parsed.help:
-        raise HelpRequested(render_help(from_file))
+        raise HelpRequested(render_help(from_file.values))
     if parsed.error is not None:
         raise parsed.error
     if parsed.unrecognized:
@@ -113,7 +113,8 @@ def load_startup(argv: Sequence[str], environ: Mapping[str, str]) -> LoadedConfi
     cfg = validate(Config(**values))
     if cfg.fake_metrics is not None:
         cfg = replace(cfg, fake_metrics=with_all_finish_reasons(cfg.fake_metrics))
-    return LoadedConfig(cfg, converted.no_effect, context)
+    no_effect = tuple(dict.fromkeys([*from_file.no_effect, *converted.no_effect]))
+    return LoadedConfig(cfg, no_effect, context)
 
 
 def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> Config:

@@ -36,7 +36,9 @@ lines, YAML files and manifests work unchanged.
   is refused as vLLM refuses it (`unrecognized arguments: --disable-log-requests`).
 - **YAML** (`--config file.yaml`): keys are the flag names. Durations are Go strings, or
   integers meaning milliseconds. `lora-modules` and `fake-metrics.loras` items are JSON
-  strings. Unknown keys are ignored.
+  strings. Unknown keys are ignored. A `vllm serve --config` file loads too: its keys may use
+  underscores (`max_num_seqs`), and a key naming one of the [other vLLM flags](#other-vllm-flags)
+  has its value checked and is listed at start-up as having no effect.
 - **Precedence:** flags > environment (`SIM_MODEL`, `PYTHONHASHSEED`) > YAML > defaults.
 - **Validation** runs in the reference's order and reports the first failure, with the error
   texts below (typos included, since scripts match on them).
