@@ -144,7 +144,12 @@ def serve(instance: Instance, host: str, tls: TlsSetup | None = None) -> int:
         ssl_context_factory=None if tls is None else (lambda _config, _default: tls.context),
     )
     # uvicorn configured its loggers in Config(); the filter goes on after that.
-    logging.getLogger("uvicorn.access").addFilter(RedactSecrets())
+    access = logging.getLogger("uvicorn.access")
+    access.addFilter(RedactSecrets())
+    if config.access_log:
+        # Asked-for request lines appear whatever --uvicorn-log-level says, as vLLM's request
+        # log (--enable-log-requests) is its own logger, not uvicorn's.
+        access.setLevel(logging.INFO)
     server = SimulatorServer(config, instance, tls)
     server.run()
     return server.exit_status
