@@ -128,6 +128,8 @@ def vllm_flag(key: str, group: Group, help: str, **extra: Any) -> Setting:
     option: VllmOption = BY_KEY[key]
     kind = extra.pop("kind", None) or (BOOL if option.is_bool else VllmValueKind(option))
     default = extra.pop("default", option.default)
+    if option.choices is not None:
+        help += ": " + ", ".join(str(choice) for choice in option.choices)
     return flag(key, kind, default, group, help, vllm_syntax=True, **extra)
 
 
@@ -408,7 +410,7 @@ SETTINGS: tuple[Setting, ...] = (
     vllm_flag("enable-lora", Group.LORA,
               "vLLM's LoRA switch; stored (adapters are served with or without it, as in "
               "llm-d-inference-sim)", default=False),
-    vllm_flag("max-lora-rank", Group.LORA, "Largest LoRA rank (vLLM's choices); stored"),
+    vllm_flag("max-lora-rank", Group.LORA, "Largest LoRA rank, stored; vLLM's choices"),
     vllm_flag("tokenizer", Group.DATASETS, "Tokenizer name or path (vLLM's flag); stored",
               default="", default_doc="model"),
     vllm_flag("chat-template", Group.DATASETS,
