@@ -217,14 +217,15 @@ class _Walker:
             return
         if not name:
             return self._stop(f"bad flag syntax: {item}")
-        if "." in name:
-            return self._dotted("--", name, bool(equals), value)
         try:
-            target = resolve_long(item, name)
+            base = name.partition(".")[0]
+            target = resolve_long("--" + base if base != name else item, base)
         except VllmArgumentError as error:
             return self._stop(str(error))
         if target is None:
             return self._unknown(item, name)
+        if base != name:
+            return self._dotted(target, "--" + base, name, bool(equals), value)
         self._dispatch(target, bool(equals), value)
 
     def _unknown(self, item: str, name: str) -> None:
@@ -361,23 +362,17 @@ class _Walker:
                 )
                 return
 
-    def _dotted(self, dashes: str, name: str, has_value: bool, value: str) -> None:
+    def _dotted(self, target: Target, spelled: str, name: str, has_value: bool, value: str) -> None:
         """`--json-arg.key value`: collected into one JSON object per flag, which vLLM
         applies after the whole line (so it replaces an earlier `--json-arg '{...}'`)."""
-        base, _, path = name.partition(".")
-        try:
-            target = resolve_long(dashes + base, base) if dashes == "--" else self._short_of(base)
-        except VllmArgumentError as error:
-            return self._stop(str(error))
-        if target is None:
-            return self._stop(f"unknown flag: {dashes}{base}")
+        path = name.partition(".")[2]
         if not has_value:
             following = self._next_item()
             if following is None:  # vLLM takes the next item whatever it is
                 return self._missing_value(target)
             value = following
             self.index += 1
-        spelled = dashes + base.replace("_", "-")
+        spelled = spelled.replace("_", "-")  # `-cc.x` and `--compilation-config.x` stay apart
         merge_dotted(self.dotted.setdefault(spelled, (target, {}))[1], path.split("."), value)
         self.index += 1
 
@@ -391,9 +386,10 @@ class _Walker:
         if name.startswith("h"):
             self.result.help = True
             return
-        if "." in name:
-            return self._dotted("-", name, bool(equals), value)
-        target = self._short_of(name)
+        base = name.partition(".")[0]
+        target = self._short_of(base)
+        if target is not None and base != name:
+            return self._dotted(target, "-" + base, name, bool(equals), value)
         if target is not None:
             return self._dispatch(target, bool(equals), value)
         if name.startswith("O"):
