@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tests.support.native import consecutive_free_ports, wait_healthy
 from tests.support.server import SimServer, free_port, run_cli
 from tests.support.vllm_lines import ServeLine, accepted_lines
 
@@ -77,6 +78,16 @@ def test_enable_log_requests_logs_each_request_and_uvicorn_level_applies(k8s: Si
     log = k8s.stderr()
     assert f'"POST {CHAT} HTTP/1.1" 200' in log  # requests logged, uvicorn at warning
     assert "Uvicorn running on" not in log  # an info line of uvicorn's
+
+
+def test_no_effect_line_is_said_once_by_data_parallel_ranks() -> None:
+    port = consecutive_free_ports(2)
+    with SimServer(["-dp", "2", "--dtype", "auto", "-O3"], port=port) as sim:
+        wait_healthy(port + 1)
+        lines = [line for line in sim.stderr().splitlines() if NO_EFFECT in line]
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        NO_EFFECT + "--dtype, --optimization-level"
+    ]
 
 
 def test_lora_line_on_loopback_only() -> None:
