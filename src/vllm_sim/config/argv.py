@@ -278,7 +278,7 @@ class _Walker:
                 f'invalid argument {go_quote(value)} for "{target.shown}" flag: '
                 "a --no- flag takes no value"
             )
-        if has_value and target.setting is None and not is_go_bool(value):
+        if has_value and target.vllm_syntax and not is_go_bool(value):
             return self._stop(f"argument {target.display}: ignored explicit argument {value!r}")
         if target.negated:
             self._record(target, "false")

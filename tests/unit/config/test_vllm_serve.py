@@ -138,6 +138,10 @@ def test_vllm_bools() -> None:
     assert load_error("m", "--trust-remote-code=yes") == (
         "argument --trust-remote-code/--no-trust-remote-code: ignored explicit argument 'yes'"
     )
+    assert load_error("m", "--enable-lora=yes") == (
+        "argument --enable-lora/--no-enable-lora: ignored explicit argument 'yes'"
+    )
+    assert load("m", "--enable-lora", "false", "--enable-prefix-caching=false").enable_lora is False
 
 
 # Flags that act
