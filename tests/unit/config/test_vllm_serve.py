@@ -11,6 +11,8 @@ import pytest
 from tests.support.config import load, load_error, write_yaml
 from tests.support.vllm_lines import ServeLine, accepted_lines, rejected_lines
 from vllm_sim.config import LoadedConfig, LoraModule, config_to_dict, load_startup
+from vllm_sim.config.flags import FLAGS
+from vllm_sim.config.vllm_cli import OPTIONS, VllmOption
 
 
 def startup(*argv: str) -> LoadedConfig:
@@ -253,6 +255,41 @@ def test_no_effect_flags_are_listed_once_in_argv_order() -> None:
         "Accepted without effect in a simulator: --dtype, --enforce-eager, --trust-remote-code, "
         "--gpu-memory-utilization, --device-memory-utilization"
     ]
+
+
+_SAMPLES = {
+    "int": "1", "float": "0.5", "str": "x", "json": "{}", "json_or_str": "x",
+    "human_int": "1k", "human_int_or_auto": "auto", "csv_list": "0,1",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "option", [o for o in OPTIONS if o.key not in FLAGS], ids=lambda option: option.name
+)
+def test_every_other_vllm_flag_is_accepted_in_each_spelling(option: VllmOption) -> None:
+    value = [] if option.is_bool else [_SAMPLES[option.type]]
+    if option.choices is not None:
+        value = [str(next(choice for choice in option.choices if choice is not None))]
+    for name in option.names:
+        shown = name if name.startswith("--") else option.name
+        assert startup("m", name, *value).no_effect == (shown,), name
+
+
+# The flags vllm-wire.md section 9 names: all parse but the two vLLM 0.32 removed.
+SECTION_9 = [
+    ["--host", "0.0.0.0"], ["--gpu-memory-utilization", "0.9"], ["--dtype", "auto"],
+    ["--trust-remote-code"], ["--api-key", "k"], ["--enable-auto-tool-choice"],
+    ["--tool-call-parser", "hermes"], ["--max-num-batched-tokens", "8192"],
+    ["--chat-template", "t.jinja"], ["--tokenizer", "org/t"], ["--uvicorn-log-level", "debug"],
+    ["--kv-cache-dtype", "fp8"], ["--enable-chunked-prefill"], ["--pipeline-parallel-size", "2"],
+    ["--generation-config", "vllm"], ["--max-log-len", "100"],
+]  # fmt: skip
+
+
+def test_the_flags_the_wire_spec_names_parse() -> None:
+    load("m", *(item for flag in SECTION_9 for item in flag))
+    for removed in ("--disable-log-requests", "--swap-space"):
+        assert load_error("m", removed, "4").startswith("unrecognized arguments: " + removed)
 
 
 def test_acting_flags_are_not_listed() -> None:
