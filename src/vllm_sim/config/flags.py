@@ -123,10 +123,10 @@ def cli_only(key: str, kind: Kind, default: Any, help: str) -> Setting:
 
 
 def vllm_flag(key: str, group: Group, help: str, **extra: Any) -> Setting:
-    """A setting named after a vLLM flag the reference lacks; its kind and default come from
-    the vLLM facts table unless given."""
+    """A setting named after a vLLM flag the reference lacks; its kind, and its default
+    unless given, come from the vLLM facts table."""
     option: VllmOption = BY_KEY[key]
-    kind = extra.pop("kind", None) or (BOOL if option.is_bool else VllmValueKind(option))
+    kind = BOOL if option.is_bool else VllmValueKind(option)
     default = extra.pop("default", option.default)
     if option.choices is not None:
         help += ": " + ", ".join(str(choice) for choice in option.choices)
