@@ -5,8 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Sequence
 
-from vllm_sim.config import Config, ConfigError, HelpRequested, load_config
+from vllm_sim.config import Config, ConfigError, HelpRequested, load_startup
+
+Note = tuple[int, str]  # (logging level, message)
 
 KV_NEEDS_POD_IP = "IP should be defined in the environment (POD_IP) for KV cache to work"
 
@@ -14,13 +17,14 @@ KV_NEEDS_POD_IP = "IP should be defined in the environment (POD_IP) for KV cache
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
-        cfg = load_config(args, os.environ)
+        loaded = load_startup(args, os.environ)
     except HelpRequested as help_text:
         print(help_text, file=sys.stderr)
         return 0
     except ConfigError as error:
         print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)
         return 2
+    cfg = loaded.config
     if cfg.enable_kvcache and not cfg.pod_ip:
         # A server-start rule, not a config one: the topic of KV events names this pod.
         print(f"vllm-sim: invalid configuration: {KV_NEEDS_POD_IP}", file=sys.stderr)
@@ -30,15 +34,20 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    notes = loaded.startup_notes()
     if cfg.data_parallel_size > 1 and cfg.data_parallel_rank < 0:
         from vllm_sim.server.ranks import serve_ranks
 
-        return serve_ranks(cfg, serve_rank)
-    return serve_rank(cfg, cfg.port, max(cfg.data_parallel_rank, 0))
+        def rank_main(rank_cfg: Config, port: int, rank: int) -> int:
+            return serve_rank(rank_cfg, port, rank, notes if rank == 0 else ())  # said once
+
+        return serve_ranks(cfg, rank_main)
+    return serve_rank(cfg, cfg.port, max(cfg.data_parallel_rank, 0), notes)
 
 
-def serve_rank(cfg: Config, port: int, rank: int) -> int:
-    """Serves one rank in this process until it is stopped; its exit status."""
+def serve_rank(cfg: Config, port: int, rank: int, notes: Sequence[Note] = ()) -> int:
+    """Serves one rank in this process until it is stopped; its exit status. `notes` are
+    logged once the last start-up check passed, so a failed start still says one line."""
     # Imported late so that --help and config errors answer fast.
     from vllm_sim.server.build import build_instance
     from vllm_sim.server.runner import serve
@@ -49,6 +58,8 @@ def serve_rank(cfg: Config, port: int, rank: int) -> int:
     except TlsError as error:
         print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)
         return 2
+    for level, message in notes:
+        logging.getLogger("vllm_sim").log(level, message)
     try:
         return serve(build_instance(cfg, port, rank), cfg.host, tls)
     finally:

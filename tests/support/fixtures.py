@@ -17,15 +17,16 @@ Scope = Literal["session", "package", "module", "class", "function"]
 
 @pytest.fixture(scope="session")
 def sim() -> Iterator[SimServer]:
-    """One simulator for tests that only read its defaults (random mode, no latency)."""
-    with SimServer(["--max-num-seqs", "64"]) as server:
+    """One simulator for tests that only read its defaults (random mode, no latency); its
+    context is the reference's 1024 tokens, which many tests' numbers assume."""
+    with SimServer(["--max-num-seqs", "64", "--max-model-len", "1024"]) as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def echo_sim() -> Iterator[SimServer]:
     """One simulator in echo mode, for tests that check content."""
-    with SimServer(["--mode", "echo", "--max-num-seqs", "64"]) as server:
+    with SimServer(["--mode", "echo", "--max-num-seqs", "64", "--max-model-len", "1024"]) as server:
         yield server
 
 

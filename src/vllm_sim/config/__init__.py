@@ -42,15 +42,24 @@ Where this package deliberately differs from the reference (its bugs, fixed):
   stored config always matches what `/metrics` shows.
 - **GET `/admin/config` shows the exact seed**; the reference rounds it through a float64.
 
-vLLM compatibility extras: a positional model (`vllm-sim MODEL`, `vllm-sim serve MODEL`) is
-used when `--model` is absent (the reference ignores positional arguments).
+vLLM compatibility extras (the reference rejects these lines, or ignores the parts):
+
+- **A positional model** (`vllm-sim MODEL`, `vllm-sim serve MODEL`) is used when `--model`
+  is absent (the reference ignores positional arguments).
+- **Every `vllm serve` flag of vLLM 0.32 is accepted**, in vLLM's syntax, beside the
+  reference's (see the list at the top); `--lora-modules` also takes vLLM's `name=path`, and
+  `--max-model-len` vLLM's `32k`, `32K` and `auto`/-1.
+- **Defaults follow vLLM where the reference's are toy values:** `max-num-seqs` 256 (5),
+  `max-model-len` from a local model folder's config.json, else 32768 (1024),
+  `enable-prefix-caching` true (false), `tensor-parallel-size` 1 (0). Values given in
+  flags or YAML are read as before.
 """
 
 from .admin import apply_admin_update, config_to_dict
 from .durations import format_duration, parse_duration
 from .errors import ConfigError, HelpRequested
 from .fake_metrics import FakeGauge, FakeGenerator, FakeLora, FakeMetrics
-from .load import load_config
+from .load import LoadedConfig, load_config, load_startup
 from .model import Config, LoraModule
 from .projection import project
 
@@ -62,11 +71,13 @@ __all__ = [
     "FakeLora",
     "FakeMetrics",
     "HelpRequested",
+    "LoadedConfig",
     "LoraModule",
     "apply_admin_update",
     "config_to_dict",
     "format_duration",
     "load_config",
+    "load_startup",
     "parse_duration",
     "project",
 ]

@@ -31,6 +31,8 @@ from .kinds import (
     Kind,
 )
 from .rules import Fill, Rule
+from .vllm_cli import AUTO, BY_KEY, VllmOption
+from .vllm_kinds import MaxModelLenKind, VllmValueKind
 
 MS = 1_000_000
 SECOND = 1_000 * MS
@@ -101,6 +103,9 @@ class Setting:
     default_factory: Callable[[], Any] | None = None
     default_doc: str | None = None  # shown instead of a computed default
     repeatable: bool = False  # a list flag whose later occurrences add to the first
+    # A vLLM flag the reference lacks: vLLM's value syntax (a value never starts with '-')
+    # and vLLM's wording in errors.
+    vllm_syntax: bool = False
 
     def initial(self) -> Any:
         return self.default_factory() if self.default_factory else self.default
@@ -115,6 +120,17 @@ def cli_only(key: str, kind: Kind, default: Any, help: str) -> Setting:
     """Accepted and ignored (`--config` is read by the loader, klog flags have no effect)."""
     group = Group.SERVER if key == "config" else Group.LOGGING
     return Setting(key, kind, default, group, help, None, None, yaml=False)
+
+
+def vllm_flag(key: str, group: Group, help: str, **extra: Any) -> Setting:
+    """A setting named after a vLLM flag the reference lacks; its kind, and its default
+    unless given, come from the vLLM facts table."""
+    option: VllmOption = BY_KEY[key]
+    kind = BOOL if option.is_bool else VllmValueKind(option)
+    default = extra.pop("default", option.default)
+    if option.choices is not None:
+        help += ": " + ", ".join(str(choice) for choice in option.choices)
+    return flag(key, kind, default, group, help, vllm_syntax=True, **extra)
 
 
 def env_only(key: str, kind: Kind, default: Any, help: str, json_key: str, env: EnvVar) -> Setting:
@@ -144,6 +160,9 @@ def _nonzero_integer(value: str) -> bool:
     except ValueError:
         return False
 
+
+# vLLM's value on a GPU below 70 GiB, the row --max-num-seqs 256 comes from.
+VLLM_MAX_NUM_BATCHED_TOKENS = 2048
 
 S, M, E, L, C, K = Group.SERVER, Group.MODEL, Group.ENGINE, Group.LATENCY, Group.CONTENT, Group.KV
 NN = r.not_negative
@@ -209,10 +228,13 @@ SETTINGS: tuple[Setting, ...] = (
          fill=r.fill_cpu_loras, default_doc="max-loras",
          rules=(r.not_below("max_loras", "max CPU LoRAs cannot be less than max LoRAs"),
                 r.at_most(65536, "max CPU LoRAs cannot be more than 65536"))),
-    flag("max-model-len", INT, 1024, M, "Context window: prompt plus output tokens",
+    flag("max-model-len", MaxModelLenKind(), AUTO, M,
+         "Context window: prompt plus output tokens; also vLLM's `32k` (x1000), `32K` "
+         "(x1024), and `auto`/-1 for the default",
+         default_doc="the model's config.json (local folder), else 32768",
          rules=(r.at_least(1, "max model len cannot be less than 1"),
                 r.at_most(10_000_000, "max model len cannot be more than 10000000"))),
-    flag("max-num-seqs", INT, 5, E, "Requests running at once; the rest wait",
+    flag("max-num-seqs", INT, 256, E, "Requests running at once; the rest wait",
          rules=(r.at_least(1, "max num seqs cannot be less than 1"),
                 r.at_most(100_000, "max num seqs cannot be more than 100000"))),
     flag("max-waiting-queue-length", INT, 1000, E, "Waiting requests before new ones are refused",
@@ -374,9 +396,28 @@ SETTINGS: tuple[Setting, ...] = (
     flag("mm-processor-kwargs", STRING, "", Group.IGNORED, "Accepted, stored, no effect"),
     flag("ec-transfer-config", STRING, "", Group.IGNORED, "Accepted, stored, no effect"),
     flag("enforce-eager", BOOL, False, Group.IGNORED, "Accepted, stored, no effect"),
-    flag("enable-prefix-caching", BOOL, False, Group.IGNORED,
-         "Accepted, stored, no effect (prefix caching is always simulated)"),
-    flag("tensor-parallel-size", INT, 0, Group.IGNORED, "Accepted, stored, no effect"),
+    flag("tensor-parallel-size", INT, 1, Group.IGNORED, "Accepted, stored, no effect"),
+    vllm_flag("max-num-batched-tokens", E,
+              "Tokens one engine step may schedule (vLLM's flag, also `8k`/`8K`); stored",
+              default=VLLM_MAX_NUM_BATCHED_TOKENS,
+              rules=(r.at_least(1, "max-num-batched-tokens cannot be less than 1"),)),
+    flag("enable-prefix-caching", BOOL, True, K,
+         "Prefix caching (on by default, as in vLLM); stored for the KV-cache simulation"),
+    vllm_flag("kv-transfer-config", K,
+              "P/D: vLLM's KV connector settings, a JSON object; stored",
+              default_doc="none"),
+    vllm_flag("enable-lora", Group.LORA,
+              "vLLM's LoRA switch; stored (adapters are served with or without it, as in "
+              "llm-d-inference-sim)", default=False),
+    vllm_flag("max-lora-rank", Group.LORA, "Largest LoRA rank, stored; vLLM's choices"),
+    vllm_flag("tokenizer", Group.DATASETS, "Tokenizer name or path (vLLM's flag); stored",
+              default="", default_doc="model"),
+    vllm_flag("chat-template", Group.DATASETS,
+              "Chat template, a file or the template itself (vLLM's flag); stored", default="",
+              default_doc="the model's"),
+    vllm_flag("enable-log-requests", Group.LOGGING,
+              "Log every HTTP request (vLLM's flag; the same as --log-http)", default=False),
+    vllm_flag("uvicorn-log-level", Group.LOGGING, "Level of the HTTP server's own log lines"),
     Setting("v", INT, 2, Group.LOGGING,
             "Log verbosity: 1 warnings, 2 info, 4 per request, 5 trace", "verbosity", None,
             yaml=False, shorthand="v"),

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .flags import SETTINGS, Admin, Group, Setting
+from .flags import FLAGS, SETTINGS, Admin, Group, Setting
+from .vllm_cli import OPTIONS, VLLM_CLI_VERSION
 
 USAGE = """\
 Usage: vllm-sim [serve] [MODEL] [flags]
 
 Simulates a vLLM server without running a model. Flags follow llm-d-inference-sim:
 `--name value` or `--name=value`; bools also take `--name true|false` and `--no-name`.
+`vllm serve` command lines work too: vLLM's flags take vLLM's syntax (`--max_num_seqs`,
+unique prefixes, `-tp 2`, `-O3`, `--kv-transfer-config.kv_role kv_both`).
 Every flag except --config and the logging flags is also a key of the --config YAML file.
 Precedence: flags > environment (SIM_MODEL, PYTHONHASHSEED) > YAML > defaults.
 [admin] marks settings POST /admin/config can change at runtime."""
@@ -69,6 +72,22 @@ def _environment_lines() -> list[str]:
     return lines
 
 
+def no_effect_options() -> list[str]:
+    """vLLM's flags that no setting takes: accepted, checked, and without effect."""
+    return [option.name for option in OPTIONS if option.key not in FLAGS]
+
+
+def _vllm_lines() -> list[str]:
+    count = len(no_effect_options())
+    return [
+        f"Other vLLM {VLLM_CLI_VERSION} flags:",
+        f"  The other {count} `vllm serve` flags (--dtype, --trust-remote-code, "
+        "--gpu-memory-utilization, ...)",
+        "  are accepted, their values checked as vLLM checks them, and listed once at start-up",
+        "  as having no effect; docs/flags.md names them all.",
+    ]
+
+
 def render_help(overrides: Mapping[str, Any]) -> str:
     """Usage grouped by area; `overrides` (attr -> value, from YAML) replace shown defaults."""
     sections = [USAGE]
@@ -76,5 +95,6 @@ def render_help(overrides: Mapping[str, Any]) -> str:
         lines = _group_lines(group, overrides)
         if lines:
             sections.append("\n".join([f"{group.value}:", *lines]))
+    sections.append("\n".join(_vllm_lines()))
     sections.append("\n".join(_environment_lines()))
     return "\n\n".join(sections) + "\n"

@@ -354,7 +354,11 @@ class JsonStrListKind(Kind):
 
 
 def decode_lora(text: str) -> LoraModule:
-    """One LoRA as JSON `{"name":..,"path":..,"base_model_name":..}`; other keys ignored."""
+    """One LoRA as JSON `{"name":..,"path":..,"base_model_name":..}` (other keys ignored), or
+    vLLM's `name=path` (which the reference refuses)."""
+    if not text.lstrip().startswith("{") and "=" in text:
+        name, _, path = text.partition("=")
+        return LoraModule(name, path)
     try:
         data = loads_json(text)
     except ValueError as error:

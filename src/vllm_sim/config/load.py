@@ -3,23 +3,46 @@
 Env vars sit at three levels, as in the reference: POD_IP replaces a default (the YAML `ip`
 key still wins), SIM_MODEL and PYTHONHASHSEED beat YAML but not their flag, and POD_NAME,
 POD_NAMESPACE and VLLM_SERVER_DEV_MODE exist only in the environment.
+
+`load_startup` also returns what start-up should log: the vLLM flags given that have no
+effect in a simulator (one line), and where a derived --max-model-len comes from.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .argv import convert_occurrences, find_config_path, walk
-from .errors import HelpRequested
+from .errors import ConfigError, HelpRequested
 from .fake_metrics_rules import with_all_finish_reasons
 from .flags import FLAGS, SETTINGS, EnvRule
 from .help import render_help
 from .kinds import valid_text
 from .model import Config
+from .model_context import ContextLength, model_context_length
 from .validate import validate
-from .yaml_source import load_yaml_file
+from .vllm_cli import AUTO, unrecognized_message
+from .yaml_source import YamlSettings, load_yaml_file
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    config: Config
+    no_effect: tuple[str, ...]  # vLLM flags given that change nothing here, in argv order
+    context_length: ContextLength | None  # set when --max-model-len was derived
+
+    def startup_notes(self) -> list[tuple[int, str]]:
+        """(logging level, message) pairs for start-up to log, each once."""
+        notes = []
+        if self.no_effect:
+            flags = ", ".join(self.no_effect)
+            notes.append((logging.WARNING, f"Accepted without effect in a simulator: {flags}"))
+        if self.context_length is not None:
+            notes.append((logging.INFO, f"--max-model-len {self.context_length.source}"))
+        return notes
 
 
 def _defaults(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -55,8 +78,9 @@ def _apply_environment(
             values[setting.attr] = env.parse(raw)
 
 
-def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
-    """The validated configuration for `argv` (without the program name) and `environ`.
+def load_startup(argv: Sequence[str], environ: Mapping[str, str]) -> LoadedConfig:
+    """The validated configuration for `argv` (without the program name) and `environ`, and
+    what start-up should say about it.
 
     Raises ConfigError (one-line reason) or HelpRequested (usage text).
     """
@@ -65,21 +89,34 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
     environ = {name: valid_text(value) for name, value in environ.items()}
     path = find_config_path(args)
     # Read first, so a bad file is reported even with --help, and help shows its values.
-    from_file = load_yaml_file(path) if path is not None else {}
-    values = _defaults(environ) | from_file
+    from_file = load_yaml_file(path) if path is not None else YamlSettings()
+    values = _defaults(environ) | from_file.values
     parsed = walk(args)
-    given = convert_occurrences(parsed)
+    converted = convert_occurrences(parsed)
     if parsed.help:
-        raise HelpRequested(render_help(from_file))
+        raise HelpRequested(render_help(from_file.values))
     if parsed.error is not None:
         raise parsed.error
+    if parsed.unrecognized:
+        raise ConfigError(unrecognized_message(parsed.unrecognized, parsed.hints))
+    given = converted.given
     _positional_model(given, parsed.positionals)
     _apply_environment(values, given, environ)
     for key, value in given.items():
         attr = FLAGS[key].attr
         if attr is not None:
             values[attr] = value
+    context = None
+    if values["max_model_len"] == AUTO:  # not given, or vLLM's `auto`: the model's own
+        context = model_context_length(values["model"])
+        values["max_model_len"] = context.value
     cfg = validate(Config(**values))
     if cfg.fake_metrics is not None:
         cfg = replace(cfg, fake_metrics=with_all_finish_reasons(cfg.fake_metrics))
-    return cfg
+    no_effect = tuple(dict.fromkeys([*from_file.no_effect, *converted.no_effect]))
+    return LoadedConfig(cfg, no_effect, context)
+
+
+def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
+    """The validated configuration for `argv` and `environ` (see `load_startup`)."""
+    return load_startup(argv, environ).config

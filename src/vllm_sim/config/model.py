@@ -8,11 +8,16 @@ integer nanoseconds, lists are tuples.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from .fake_metrics import FakeMetrics
 
 # The vLLM release whose answers the simulator gives (its /version, system_fingerprint).
 VLLM_VERSION = "0.32.0"
+
+
+# vLLM's --uvicorn-log-level choices.
+UvicornLogLevel = Literal["critical", "debug", "error", "info", "trace", "warning"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +60,7 @@ class Config:
     # Engine & queue
     max_num_seqs: int
     max_waiting_queue_length: int
+    max_num_batched_tokens: int
     mm_encoder_only: bool
     # Latency (nanoseconds, except the factor)
     latency_calculator: str
@@ -97,10 +103,14 @@ class Config:
     kv_events_replay_endpoint: str
     kv_events_replay_queue_size: int
     global_cache_hit_threshold: float
+    enable_prefix_caching: bool
+    kv_transfer_config: dict[str, Any] | None  # vLLM's JSON, read-only
     # LoRA
     max_loras: int
     max_cpu_loras: int
     lora_modules: tuple[LoraModule, ...]
+    enable_lora: bool
+    max_lora_rank: int
     # Failure injection & fake metrics
     failure_injection_rate: int
     failure_types: tuple[str, ...]
@@ -122,14 +132,17 @@ class Config:
     render_timeout: int
     mm_render_timeout: int
     force_dummy_tokenizer: bool
+    tokenizer: str
+    chat_template: str
     # Accepted vLLM flags without effect
     mm_processor_kwargs: str
     ec_transfer_config: str
     enforce_eager: bool
-    enable_prefix_caching: bool
     tensor_parallel_size: int
-    # Logging (klog -v)
+    # Logging (klog -v, vLLM's request and HTTP-server logs)
     verbosity: int
+    enable_log_requests: bool
+    uvicorn_log_level: UvicornLogLevel
     # Environment (POD_IP may also come from the YAML key `ip`)
     pod_name: str
     pod_namespace: str

@@ -10,8 +10,9 @@ import sys
 
 import vllm_sim.config as package
 
-from .flags import SETTINGS, Admin, Group, Setting
+from .flags import FLAGS, SETTINGS, Admin, Group, Setting
 from .help import default_text, flag_syntax
+from .vllm_cli import OPTIONS, REMOVED_FLAGS, VLLM_CLI_VERSION, VllmOption
 
 HEADER = """\
 # vllm-sim flag reference
@@ -25,9 +26,19 @@ lines, YAML files and manifests work unchanged.
   durations take Go syntax (`100ms`, `1.5s`, `1h30m`, `250us`, a bare `0`). Bools: `--name`,
   `--name=false`, `--name false`, `--no-name`. List flags (`--served-model-name a b`) take the
   items up to the next `--` flag. `-h`/`--help` prints usage.
+- **`vllm serve` lines** load unchanged: `vllm-sim serve MODEL ...` or `vllm-sim MODEL ...`.
+  vLLM's flags (those below named after a vLLM flag, and the ones listed under
+  [Other vLLM flags](#other-vllm-flags)) also take vLLM's syntax: underscores
+  (`--max_num_seqs`), any unique prefix (`--max-num-seq`), short aliases (`-tp 2`, `-dp 2`),
+  `-O3`, and dotted JSON keys (`--kv-transfer-config.kv_role kv_both`). A bad value of a
+  vLLM flag the reference lacks is reported in vLLM's words
+  (`argument --dtype: invalid choice: 'bf16' (choose from ...)`); a flag vLLM 0.32 removed
+  is refused as vLLM refuses it (`unrecognized arguments: --disable-log-requests`).
 - **YAML** (`--config file.yaml`): keys are the flag names. Durations are Go strings, or
   integers meaning milliseconds. `lora-modules` and `fake-metrics.loras` items are JSON
-  strings. Unknown keys are ignored.
+  strings. Unknown keys are ignored. A `vllm serve --config` file loads too: its keys may use
+  underscores (`max_num_seqs`), and a key naming one of the [other vLLM flags](#other-vllm-flags)
+  has its value checked and is listed at start-up as having no effect.
 - **Precedence:** flags > environment (`SIM_MODEL`, `PYTHONHASHSEED`) > YAML > defaults.
 - **Validation** runs in the reference's order and reports the first failure, with the error
   texts below (typos included, since scripts match on them).
@@ -95,6 +106,42 @@ def _environment_section() -> list[str]:
     return [*lines, ""]
 
 
+def _value_text(option: VllmOption) -> str:
+    text = option.type + (f" {option.json.value}" if option.json is not None else "")
+    if option.nargs in ("+", "append"):
+        text += " ..."
+    if option.choices is not None:
+        text += ": " + ", ".join(f"`{choice}`" for choice in option.choices)
+    return text
+
+
+def _vllm_section() -> list[str]:
+    lines = [
+        "## Other vLLM flags",
+        "",
+        f"Every other option of `vllm serve` in vLLM {VLLM_CLI_VERSION} is accepted: its value "
+        "is checked as vLLM checks it (type, choices, JSON; not the keys inside vLLM's config "
+        "objects), and the flags given are listed once at start-up, in one warning line, as "
+        "having no effect in a simulator. The settings of the *Ignored vLLM flags* group "
+        "above are listed there too.",
+        "",
+        "| Flag | Value | vLLM group |",
+        "|---|---|---|",
+    ]
+    for option in OPTIONS:
+        if option.key not in FLAGS:
+            names = ", ".join(f"`{name}`" for name in option.names)
+            lines.append(f"| {names} | {_cell(_value_text(option))} | {option.group} |")
+    removed = ", ".join(f"`{flag.name}`" for flag in REMOVED_FLAGS)
+    lines += [
+        "",
+        f"Flags vLLM {VLLM_CLI_VERSION} removed are refused, as vLLM refuses them "
+        f"(`unrecognized arguments: ...`): {removed}.",
+        "",
+    ]
+    return lines
+
+
 def _fixes_section() -> list[str]:
     doc = inspect.cleandoc(package.__doc__ or "")
     start = doc.find("Where this package deliberately differs")
@@ -105,6 +152,7 @@ def render_reference() -> str:
     lines = [HEADER]
     for group in Group:
         lines.extend(_group_section(group))
+    lines.extend(_vllm_section())
     lines.extend(_environment_section())
     lines.extend(_fixes_section())
     return "\n".join(lines)

@@ -5,6 +5,11 @@ so files written for it keep loading), and a null value keeps the default; a val
 wrong type fails with yaml.v3's wording plus the key, on one line. The file is read only up to
 MAX_CONFIG_BYTES, and only from a regular file (or a pipe), so `--config /dev/zero` is an error
 rather than a hang.
+
+vLLM's `vllm serve --config` files are read too: keys may use underscores (`max_num_seqs`),
+and a key naming a vLLM flag the simulator has no setting for (`dtype`, `trust-remote-code`)
+is checked as vLLM checks its value and listed with the flags that have no effect, instead of
+warned about.
 """
 
 from __future__ import annotations
@@ -12,13 +17,15 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from .errors import ConfigError
-from .flags import YAML_KEYS
+from .flags import FLAGS, YAML_KEYS, Group, Setting
 from .kinds import YamlValue, valid_text, without_surrogates
+from .vllm_cli import LONG_NAMES, VllmArgumentError, VllmOption, convert
 
 _PREFIX = "failed to unmarshal configuration: yaml: "
 MAX_CONFIG_BYTES = 1 << 20  # 1 MiB: far beyond any settings file
@@ -54,8 +61,37 @@ def _yaml_reason(error: yaml.YAMLError) -> str:
     return " ".join(str(error).split())
 
 
-def _settings_from(root: yaml.MappingNode, loader: yaml.SafeLoader) -> dict[str, Any]:
-    values: dict[str, Any] = {}
+@dataclass(slots=True)
+class YamlSettings:
+    values: dict[str, Any] = field(default_factory=dict)  # Config attribute -> value
+    no_effect: list[str] = field(default_factory=list)  # vLLM keys no setting takes, as flags
+
+
+def _setting_for(key: str) -> Setting | VllmOption | None:
+    """The setting a key names (as written, then with vLLM's `_` for `-`), else the vLLM
+    option it names."""
+    for name in (key, key.replace("_", "-")):
+        if name in YAML_KEYS:
+            return YAML_KEYS[name]
+    option = LONG_NAMES.get("--" + key.replace("_", "-"))
+    if option is not None and option.key in FLAGS:
+        return YAML_KEYS.get(option.key)  # a second name of a setting's flag (not `config`)
+    return option
+
+
+def _check_vllm_value(option: VllmOption, node: yaml.Node, key: str) -> None:
+    """A scalar as vLLM would pass it to its parser; lists and mappings are not checked."""
+    if option.is_bool or not isinstance(node, yaml.ScalarNode) or node.tag.endswith(":null"):
+        return
+    try:
+        convert(option, node.value)
+    except VllmArgumentError as error:
+        raise ConfigError(f'argument {option.display}: {error} (key "{key}")') from None
+
+
+def _settings_from(root: yaml.MappingNode, loader: yaml.SafeLoader) -> YamlSettings:
+    found = YamlSettings()
+    values = found.values
     seen: dict[str, int] = {}
     for key_node, value_node in root.value:
         key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
@@ -65,9 +101,13 @@ def _settings_from(root: yaml.MappingNode, loader: yaml.SafeLoader) -> dict[str,
                 f'{_PREFIX}unmarshal errors: line {line}: mapping key "{key}" already defined '
                 f"at line {seen[key]}"
             )
-        setting = YAML_KEYS.get(key) if isinstance(key, str) else None
+        setting = _setting_for(key) if isinstance(key, str) else None
         if key is not None:
             seen[key] = line
+        if isinstance(setting, VllmOption):
+            _check_vllm_value(setting, value_node, str(key))
+            found.no_effect.append(setting.name)
+            continue
         if setting is None or setting.attr is None:
             shown = key if key is not None else "(not a scalar)"
             log.warning("WARN unknown configuration key '%s' at line %d ignored", shown, line)
@@ -78,16 +118,18 @@ def _settings_from(root: yaml.MappingNode, loader: yaml.SafeLoader) -> dict[str,
             values[setting.attr] = setting.kind.from_yaml(_to_value(value_node, loader))
         except ValueError as error:
             raise ConfigError(f'{_PREFIX}unmarshal errors: {error} (key "{key}")') from None
-    return values
+        if setting.group is Group.IGNORED:  # stored for /admin/config, and still no effect
+            found.no_effect.append("--" + setting.key)
+    return found
 
 
-def parse_yaml(text: str) -> dict[str, Any]:
+def parse_yaml(text: str) -> YamlSettings:
     """Config attribute -> value for every known key the document sets."""
     loader = yaml.SafeLoader(text)
     try:
         root = loader.get_single_node()
         if root is None:
-            return {}
+            return YamlSettings()
         if not isinstance(root, yaml.MappingNode):
             raise ConfigError(
                 f"{_PREFIX}unmarshal errors: line {root.start_mark.line + 1}: cannot unmarshal "
@@ -128,7 +170,7 @@ def _read_bounded(path: str) -> bytes:
     return b"".join(chunks)
 
 
-def load_yaml_file(path: str) -> dict[str, Any]:
+def load_yaml_file(path: str) -> YamlSettings:
     data = _read_bounded(path)
     try:
         text = data.decode("utf-8")

@@ -136,15 +136,20 @@ def serve(instance: Instance, host: str, tls: TlsSetup | None = None) -> int:
         loop="uvloop",
         http=BoundedHttpToolsProtocol,
         lifespan="off",
-        access_log=cfg.log_http,
-        log_level="info" if cfg.log_http else "warning",
+        access_log=cfg.log_http or cfg.enable_log_requests,
+        log_level=cfg.uvicorn_log_level,
         server_header=False,
         timeout_graceful_shutdown=5,
         backlog=4096,
         ssl_context_factory=None if tls is None else (lambda _config, _default: tls.context),
     )
     # uvicorn configured its loggers in Config(); the filter goes on after that.
-    logging.getLogger("uvicorn.access").addFilter(RedactSecrets())
+    access = logging.getLogger("uvicorn.access")
+    access.addFilter(RedactSecrets())
+    if config.access_log:
+        # Asked-for request lines appear whatever --uvicorn-log-level says, as vLLM's request
+        # log (--enable-log-requests) is its own logger, not uvicorn's.
+        access.setLevel(logging.INFO)
     server = SimulatorServer(config, instance, tls)
     server.run()
     return server.exit_status

@@ -23,7 +23,7 @@ EC_ENTRY = {
 }
 
 
-_generating = server_fixture(["--max-num-seqs", "16"])
+_generating = server_fixture(["--max-num-seqs", "16", "--max-model-len", "1024"])
 client = http_fixture("_generating")
 
 

@@ -42,6 +42,8 @@ _LORA_SIM_ARGS = [
     BOOT,
     "--max-loras",
     "2",
+    "--max-model-len",
+    "1024",
 ]
 lora_sim = server_fixture(_LORA_SIM_ARGS)
 

@@ -200,7 +200,7 @@ def _status(pid: int, field: str) -> int:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[SimServer]:
-    with SimServer() as sim:
+    with SimServer(["--max-model-len", "1024"]) as sim:
         yield sim
 
 

@@ -65,16 +65,6 @@ def test_unknown_flags() -> None:
     assert load_error("--model", "m", "--foo") == "unknown flag: --foo"
     assert load_error("--model", "m", "--foo=1") == "unknown flag: --foo"
     assert load_error("--model", "m", "-x") == "unknown shorthand flag: 'x' in -x"
-    assert load_error("--model", "m", "--enable-lora") == "unknown flag: --enable-lora"
-
-
-@pytest.mark.parametrize(
-    "flag",
-    ["--max-lora-rank", "--gpu-memory-utilization", "--dtype", "--trust-remote-code",
-     "--kv-events-config", "--uvicorn-log-level"],
-)  # fmt: skip
-def test_other_vllm_flags_are_unknown(flag: str) -> None:
-    assert load_error("--model", "m", flag, "x") == f"unknown flag: {flag}"
 
 
 def test_no_prefix_only_for_bools() -> None:
@@ -213,9 +203,14 @@ def test_lora_modules() -> None:
     assert cfg.lora_modules == (LoraModule("l1", "/p", ""), LoraModule("l2", "", "m"))
 
 
-def test_lora_modules_must_be_json() -> None:
-    error = load_error("--model", "m", "--lora-modules", "l1=/path")
-    assert error.startswith('invalid argument "l1=/path" for "--lora-modules" flag: ')
+def test_lora_modules_take_vllm_name_equals_path() -> None:
+    cfg = load("--model", "m", "--lora-modules", "l1=/path", '{"name":"l2"}')
+    assert cfg.lora_modules == (LoraModule("l1", "/path"), LoraModule("l2"))
+
+
+def test_lora_modules_must_be_json_or_name_equals_path() -> None:
+    error = load_error("--model", "m", "--lora-modules", "l1")
+    assert error.startswith('invalid argument "l1" for "--lora-modules" flag: ')
 
 
 def test_lora_module_field_types() -> None:
@@ -327,7 +322,7 @@ def test_help(flag: str) -> None:
         "TLS:", "Tokenizer & datasets:", "Ignored vLLM flags:", "Logging:",
     ):  # fmt: skip
         assert f"\n{title}\n" in text
-    assert "--max-num-seqs int" in text and "(default 5)" in text
+    assert "--max-num-seqs int" in text and "(default 256)" in text
     assert "--[no-]enable-kvcache" in text
 
 

@@ -36,8 +36,8 @@ render-url: http://localhost:8082
 def test_defaults_match_the_spec() -> None:
     cfg = load("--model", "m")
     expected = {
-        "port": 8000, "max_request_body_size_mb": 4, "mode": "random", "max_num_seqs": 5,
-        "max_waiting_queue_length": 1000, "max_model_len": 1024, "max_loras": 1,
+        "port": 8000, "max_request_body_size_mb": 4, "mode": "random", "max_num_seqs": 256,
+        "max_waiting_queue_length": 1000, "max_model_len": 32768, "max_loras": 1,
         "max_cpu_loras": 1, "lora_modules": (), "latency_calculator": "",
         "time_to_first_token": 0, "inter_token_latency": 0, "time_factor_under_load": 1.0,
         "image_emission_rate": 0, "omni": False, "mm_encoder_only": False,
@@ -59,9 +59,19 @@ def test_defaults_match_the_spec() -> None:
         "default_embedding_dimensions": 384, "ssl_certfile": "", "ssl_keyfile": "",
         "self_signed_certs": False, "fake_metrics": None,
         "fake_metrics_refresh_interval": 100 * MS, "mm_processor_kwargs": "",
-        "ec_transfer_config": "", "enforce_eager": False, "enable_prefix_caching": False,
-        "tensor_parallel_size": 0, "verbosity": 2, "pod_name": "", "pod_namespace": "",
+        "ec_transfer_config": "", "enforce_eager": False, "enable_prefix_caching": True,
+        "tensor_parallel_size": 1, "verbosity": 2, "pod_name": "", "pod_namespace": "",
         "pod_ip": "", "vllm_dev_mode": False, "served_model_name": ("m",),
+    }  # fmt: skip
+    assert {key: getattr(cfg, key) for key in expected} == expected
+
+
+def test_defaults_of_the_vllm_settings() -> None:
+    cfg = load("--model", "m")
+    expected = {
+        "max_num_batched_tokens": 2048, "tokenizer": "", "chat_template": "",
+        "enable_lora": False, "max_lora_rank": 16, "kv_transfer_config": None,
+        "uvicorn_log_level": "info", "enable_log_requests": False, "host": "0.0.0.0",
     }  # fmt: skip
     assert {key: getattr(cfg, key) for key in expected} == expected
 
@@ -89,7 +99,7 @@ def test_helm_chart_values_load(tmp_path: Path) -> None:
 def test_cli_beats_yaml_beats_default(tmp_path: Path) -> None:
     path = write_yaml(tmp_path, "model: y\nport: 9000\nmax-num-seqs: 7\n")
     cfg = load("--config", path, "--port", "9100")
-    assert (cfg.model, cfg.port, cfg.max_num_seqs, cfg.max_model_len) == ("y", 9100, 7, 1024)
+    assert (cfg.model, cfg.port, cfg.max_num_seqs, cfg.max_model_len) == ("y", 9100, 7, 32768)
 
 
 def test_yaml_durations(tmp_path: Path) -> None:
@@ -219,8 +229,13 @@ def test_bare_list_flags_replace_yaml(tmp_path: Path) -> None:
     assert cfg.served_model_name == ("a", "b") and cfg.failure_types == ("rate_limit",)
 
 
-def test_yaml_lora_must_be_json(tmp_path: Path) -> None:
-    error = load_error("--config", write_yaml(tmp_path, "model: m\nlora-modules: [l1=/p]\n"))
+def test_yaml_lora_takes_vllm_name_equals_path(tmp_path: Path) -> None:
+    cfg = load("--config", write_yaml(tmp_path, "model: m\nlora-modules: [l1=/p]\n"))
+    assert cfg.lora_modules == (LoraModule("l1", "/p"),)
+
+
+def test_yaml_lora_must_be_json_or_name_equals_path(tmp_path: Path) -> None:
+    error = load_error("--config", write_yaml(tmp_path, "model: m\nlora-modules: [l1]\n"))
     assert (
         error.startswith("failed to unmarshal configuration: ") and '(key "lora-modules")' in error
     )

@@ -336,7 +336,11 @@ def test_empty_or_all_zero_arrays_leave_families_absent(counts: list[int]) -> No
 
 
 def test_token_array_and_derived_total() -> None:
-    sim = Sim({"request-prompt-tokens": [10, 20, 30], "request-generation-tokens": [1, 2, 3]})
+    sim = Sim(
+        {"request-prompt-tokens": [10, 20, 30], "request-generation-tokens": [1, 2, 3]},
+        "--max-model-len",
+        "1024",
+    )
     prompt = sim.buckets(names.PROMPT_TOKENS_HIST)
     assert prompt[:2] == [10, 30]
     assert prompt[2:] == [60] * 9  # le=5 … le=1000 and +Inf with max-model-len 1024
@@ -377,7 +381,8 @@ def test_total_without_array_sets_only_the_counter() -> None:
 
 
 def test_max_tokens_and_max_generation_arrays() -> None:
-    sim = Sim({"request-params-max-tokens": [0, 4], "request-max-generation-tokens": [3]})
+    fake = {"request-params-max-tokens": [0, 4], "request-max-generation-tokens": [3]}
+    sim = Sim(fake, "--max-model-len", "1024")  # 1-2-5 buckets up to 1000, and +Inf
     assert sim.buckets(names.PARAMS_MAX_TOKENS) == [0] + [4] * 10
     assert sim.buckets(names.MAX_GENERATION_TOKENS) == [3] * 11
     assert absent(sim, names.PROMPT_TOKENS)

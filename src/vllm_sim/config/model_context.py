@@ -1,0 +1,76 @@
+"""The default --max-model-len: the model's own context length, as vLLM derives it.
+
+vLLM reads it from the model's config.json (the smallest of `max_position_embeddings` and
+the other names models use for it, in the text part of a multimodal config). The simulator
+can do that only for a local model folder; for a hub name it uses 32768, a common context
+length of current models, and says so at start-up.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FALLBACK_MAX_MODEL_LEN = 32768
+# The names of the context length in Hugging Face configs, as vLLM looks for them.
+CONTEXT_LENGTH_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+_MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few KB; never read a huge file
+
+
+@dataclass(frozen=True, slots=True)
+class ContextLength:
+    value: int
+    source: str  # for the start-up log: where the value comes from
+
+
+def _config_file(model: str) -> Path | None:
+    if not model:
+        return None
+    path = Path(model).expanduser() / "config.json"
+    try:
+        if path.is_file() and path.stat().st_size <= _MAX_CONFIG_BYTES:
+            return path
+    except OSError:  # a name too long for a path, a folder we may not read
+        return None
+    return None
+
+
+def _lengths(config: dict[str, Any]) -> dict[str, int]:
+    text_config = config.get("text_config")
+    section = text_config if isinstance(text_config, dict) else config
+    return {
+        key: value
+        for key in CONTEXT_LENGTH_KEYS
+        if isinstance(value := section.get(key), int) and not isinstance(value, bool) and value > 0
+    }
+
+
+def _fallback(reason: str) -> ContextLength:
+    return ContextLength(FALLBACK_MAX_MODEL_LEN, f"{FALLBACK_MAX_MODEL_LEN}, since {reason}")
+
+
+def model_context_length(model: str) -> ContextLength:
+    """The context length of `model` if it is a local folder with a readable config.json."""
+    path = _config_file(model)
+    if path is None:
+        return _fallback(f"the model {model!r} is no local folder holding a config.json")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as error:
+        return _fallback(f"{path} cannot be read ({error})")
+    lengths = _lengths(config) if isinstance(config, dict) else {}
+    if not lengths:
+        return _fallback(f"{path} names no context length (max_position_embeddings, ...)")
+    key = min(lengths, key=lambda name: lengths[name])
+    return ContextLength(lengths[key], f"{lengths[key]}, the {key} of {path}")
