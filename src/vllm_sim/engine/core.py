@@ -57,6 +57,16 @@ def _too_many(request: GenerationRequest, capacity: int) -> str:
     )
 
 
+def prompt_too_long(limit: int) -> str:
+    """vLLM's refusal of a prompt longer than the context by itself."""
+    return (
+        f"This model's maximum context length is {limit} tokens. However, your prompt "
+        f"contains at least {limit + 1} input tokens, which exceeds this limit even "
+        "without any output tokens. Please reduce the length of the input prompt. "
+        f"(parameter=input_tokens, value={limit + 1})"
+    )
+
+
 # How POST /pause treats the requests in flight (vLLM's modes): `abort` ends them at once,
 # `wait` lets the running ones finish, `keep` freezes them until resume.
 PauseMode = Literal["abort", "wait", "keep"]
@@ -292,14 +302,7 @@ class Engine:
                 param="max_tokens",
             )
         if prompt_tokens > limit:
-            raise EngineError(
-                Refusal.INVALID,
-                f"This model's maximum context length is {limit} tokens. However, your prompt "
-                f"contains at least {limit + 1} input tokens, which exceeds this limit even "
-                "without any output tokens. Please reduce the length of the input prompt. "
-                f"(parameter=input_tokens, value={limit + 1})",
-                param="input_tokens",
-            )
+            raise EngineError(Refusal.INVALID, prompt_too_long(limit), param="input_tokens")
         output = asked or 0
         if prompt_tokens + max(output, 1) > limit:
             # vLLM counts a prompt only until it overflows, hence "at least".
