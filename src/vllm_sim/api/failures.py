@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from vllm_sim.engine.core import prompt_too_long
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import HttpRequest
 
@@ -27,24 +28,22 @@ ALL_TYPES = (
     MODEL_NOT_FOUND,
 )
 
-_ERRORS: dict[str, Callable[[str], RequestError]] = {
-    RATE_LIMIT: lambda model: RequestError(
+_ERRORS: dict[str, Callable[[str, int], RequestError]] = {
+    RATE_LIMIT: lambda model, _: RequestError(
         429,
         f"Rate limit reached for {model} in organization org-xxx on requests per min (RPM): "
         "Limit 3, Used 3, Requested 1.",
     ),
-    INVALID_API_KEY: lambda _: RequestError(401, "Incorrect API key provided."),
-    CONTEXT_LENGTH: lambda _: RequestError(
-        400,
-        "This model's maximum context length is 4096 tokens. However, your messages "
-        "resulted in 4500 tokens.",
-        param="messages",
+    INVALID_API_KEY: lambda *_: RequestError(401, "Incorrect API key provided."),
+    # vLLM's own refusal of an overlong prompt, naming this server's real context length.
+    CONTEXT_LENGTH: lambda _, limit: RequestError(
+        400, prompt_too_long(limit), param="input_tokens"
     ),
-    SERVER_ERROR: lambda _: RequestError(503, "The server is overloaded or not ready yet."),
-    INVALID_REQUEST: lambda _: RequestError(
+    SERVER_ERROR: lambda *_: RequestError(503, "The server is overloaded or not ready yet."),
+    INVALID_REQUEST: lambda *_: RequestError(
         400, "Invalid request: missing required parameter 'model'.", param="model"
     ),
-    MODEL_NOT_FOUND: lambda model: RequestError(
+    MODEL_NOT_FOUND: lambda model, _: RequestError(
         404, f"The model '{model}-nonexistent' does not exist", param="model"
     ),
 }
@@ -52,9 +51,9 @@ _ERRORS: dict[str, Callable[[str], RequestError]] = {
 RETURN_ERROR_HEADER = b"x-return-error"
 
 
-def injected_error(failure_type: str, model: str) -> RequestError:
+def injected_error(failure_type: str, model: str, max_model_len: int) -> RequestError:
     """The error one failure type answers with; `model` is the base --model value."""
-    return _ERRORS[failure_type](model)
+    return _ERRORS[failure_type](model, max_model_len)
 
 
 def header_error(value: str) -> RequestError:
@@ -78,8 +77,9 @@ def header_error(value: str) -> RequestError:
 class FailureInjector:
     """Decides, per HTTP request, whether it fails before reaching the engine."""
 
-    def __init__(self, model: str, rng: random.Random) -> None:
+    def __init__(self, model: str, rng: random.Random, max_model_len: int) -> None:
         self._model = model
+        self._max_model_len = max_model_len
         self._rng = rng
         self.rate = 0
         self.types: tuple[str, ...] = ALL_TYPES
@@ -95,4 +95,5 @@ class FailureInjector:
         if asked:
             raise header_error(asked)
         if self.rate and self._rng.randint(1, 100) <= self.rate:
-            raise injected_error(self._rng.choice(self.types), self._model)
+            kind = self._rng.choice(self.types)
+            raise injected_error(kind, self._model, self._max_model_len)

@@ -147,6 +147,7 @@ def _generation_request(
         max_tokens=options.max_tokens,
         ignore_eos=options.ignore_eos,
         arrival_time=int(time.time()),
+        received=request.received,
         with_image=features.omni_image and ctx.images.wants_image(request),
         tools=plan.tools,
         json_output=plan.json_output,

@@ -57,6 +57,16 @@ def _too_many(request: GenerationRequest, capacity: int) -> str:
     )
 
 
+def prompt_too_long(limit: int) -> str:
+    """vLLM's refusal of a prompt longer than the context by itself."""
+    return (
+        f"This model's maximum context length is {limit} tokens. However, your prompt "
+        f"contains at least {limit + 1} input tokens, which exceeds this limit even "
+        "without any output tokens. Please reduce the length of the input prompt. "
+        f"(parameter=input_tokens, value={limit + 1})"
+    )
+
+
 # How POST /pause treats the requests in flight (vLLM's modes): `abort` ends them at once,
 # `wait` lets the running ones finish, `keep` freezes them until resume.
 PauseMode = Literal["abort", "wait", "keep"]
@@ -204,10 +214,6 @@ class Engine:
             stream = RequestStream(request, self.abort)
             self._enqueue(stream)
             self._admit()
-            for seq in stream.sequences:
-                # Only sequences that did not start at once have really queued: vLLM observes
-                # queue time for those alone.
-                seq.waited = seq.state is SeqState.WAITING
         except EngineError:
             raise
         except Exception:
@@ -280,7 +286,8 @@ class Engine:
         now: float,
     ) -> Sequence:
         self._next_uid += 1
-        return Sequence(self._next_uid, request, stream, p_index, index, now, self.latency)
+        arrived = now if request.received is None else min(request.received, now)
+        return Sequence(self._next_uid, request, stream, p_index, index, arrived, self.latency)
 
     def _check_context(self, request: GenerationRequest, prompt_tokens: int) -> None:
         """vLLM's two refusals, in its words: more output than the context holds, or a
@@ -295,14 +302,7 @@ class Engine:
                 param="max_tokens",
             )
         if prompt_tokens > limit:
-            raise EngineError(
-                Refusal.INVALID,
-                f"This model's maximum context length is {limit} tokens. However, your prompt "
-                f"contains at least {limit + 1} input tokens, which exceeds this limit even "
-                "without any output tokens. Please reduce the length of the input prompt. "
-                f"(parameter=input_tokens, value={limit + 1})",
-                param="input_tokens",
-            )
+            raise EngineError(Refusal.INVALID, prompt_too_long(limit), param="input_tokens")
         output = asked or 0
         if prompt_tokens + max(output, 1) > limit:
             # vLLM counts a prompt only until it overflows, hence "at least".
@@ -462,23 +462,17 @@ class Engine:
         horizon = now + _EARLY
         while deadline <= horizon:
             if seq.emitted == 0 and seq.t_first_token is None:
-                seq.t_first_token = now
+                seq.t_first_token = seq.t_last_token = now
                 self.observer.first_token(seq)
             if seq.emitted >= total:
                 self._finish(seq, now)
                 return
             latency = seq.latency
             if latency.settings.itl == 0:
-                # No decode delay: the rest is due at once; each gap is still a step.
-                gaps = total - seq.emitted - 1
-                if seq.call_starts:  # a call's first token follows without a step
-                    gaps -= sum(1 for i in seq.call_starts if i > seq.emitted)
-                if gaps > 0:
-                    self.observer.inter_tokens(seq, 0.0, gaps)
-                seq.emitted = total
+                self._release_remaining(seq, total, now)
                 deadline += self._tail(seq, latency)
                 continue
-            seq.emitted += 1
+            self._release_token(seq, now)
             if seq.emitted >= total:
                 deadline += self._tail(seq, latency)
                 continue
@@ -486,9 +480,31 @@ class Engine:
                 continue  # a new tool call starts with no decode step before it
             delay = latency.inter_token_latency(self.load())
             seq.itl_delays += delay
-            self.observer.inter_tokens(seq, delay, 1)
             deadline += delay
         self._schedule(seq, deadline)
+
+    def _release_token(self, seq: Sequence, now: float) -> None:
+        """Releases the next token of `seq` at `now`. Its gap since the previous release
+        is what vLLM's ITL and TPOT record (a late timer shows as a longer gap): measured,
+        not the delay sampled for it. A tool call's first token has no step before it."""
+        seq.emitted += 1
+        if seq.emitted > 1 and seq.emitted - 1 not in seq.call_starts:
+            self.observer.inter_tokens(seq, now - seq.t_last_token, 1)
+        seq.t_last_token = now
+
+    def _release_remaining(self, seq: Sequence, total: int, now: float) -> None:
+        """No decode delay: every token left is released at `now`, each gap still a step
+        (the first measured since the previous release, the rest nothing)."""
+        steps = total - max(seq.emitted, 1)
+        if seq.call_starts:  # a call's first token follows without a step
+            steps -= sum(1 for i in seq.call_starts if i >= max(seq.emitted, 1))
+        if steps > 0 and seq.emitted > 0:
+            self.observer.inter_tokens(seq, now - seq.t_last_token, 1)
+            steps -= 1
+        if steps > 0:
+            self.observer.inter_tokens(seq, 0.0, steps)
+        seq.emitted = total
+        seq.t_last_token = now
 
     @staticmethod
     def _tail(seq: Sequence, latency: LatencyModel) -> float:

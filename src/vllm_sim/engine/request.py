@@ -56,6 +56,9 @@ class GenerationRequest:
     cache_hit_threshold: float | None = None  # the request's own, if it sent one
     force_cache_threshold: bool = False  # X-Cache-Threshold-Finish-Reason: true
     arrival_time: float = 0.0  # wall clock (time.time()) when the request arrived
+    # The engine clock's reading when the server began to read the request (None: when it
+    # was submitted); the latencies vLLM reports count from it.
+    received: float | None = None
     # Param named in a context-length error (the field that carried max_tokens, if any).
     max_tokens_field: str = "max_tokens"
     logprobs: int | None = None  # alternatives the answer lists per token; None: no logprobs

@@ -49,12 +49,12 @@ class Sequence:
         "t_enqueued",
         "t_finished",
         "t_first_token",
+        "t_last_token",
         "t_started",
         "t_submitted",
         "tool_calls",
         "ttft",
         "uid",
-        "waited",
     )
 
     def __init__(
@@ -90,12 +90,12 @@ class Sequence:
         self.ttft = 0.0  # sampled time to first token, seconds
         self.itl_delays = 0.0  # sum of sampled inter-token delays, seconds
         self.latency = latency  # replaced at start by the model current then
-        self.t_submitted = now
+        self.t_submitted = now  # when the request arrived (its HTTP receipt, if known)
         self.t_enqueued: float | None = None
         self.t_started: float | None = None
         self.t_first_token: float | None = None
+        self.t_last_token = 0.0  # when the latest token was released
         self.t_finished: float | None = None
-        self.waited = False  # True once it had to wait in the queue for a slot
         self.lora_slot = 0  # the adapter's 1-based slot while a LoRA sequence runs
 
     @property

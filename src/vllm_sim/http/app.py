@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +75,7 @@ class App:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return  # lifespan is off; websockets are not served
+        received = time.monotonic()
         headers: Headers = scope["headers"]
         route = self._routes.get(scope["path"]) or self._match(scope["path"])
         if scope["method"] == "OPTIONS":  # preflights are answered before routing, as in vLLM
@@ -82,12 +84,12 @@ class App:
                 await _send(send, preflight)
                 return
         fields = header_fields(headers)
-        response, cors = await self._serve(scope, receive, route, fields)
+        response, cors = await self._serve(scope, receive, route, fields, received)
         extra = self._cors.response_headers(fields.get(b"origin")) if cors else ()
         await _send(send, response, extra)
 
     async def _serve(
-        self, scope: Scope, receive: Receive, route: Route | None, fields: Fields
+        self, scope: Scope, receive: Receive, route: Route | None, fields: Fields, received: float
     ) -> tuple[AnyResponse, bool]:
         """The answer, and whether it carries CORS headers: vLLM checks API keys outside its
         CORS layer, so a refused key gets none and a page cannot read why."""
@@ -120,6 +122,7 @@ class App:
             receive,
             port,
             fields,
+            received,
         )
         return await _call(handler, request, route), True
 

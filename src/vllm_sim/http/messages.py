@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,7 @@ class HttpRequest:
         "path",
         "port",
         "query",
+        "received",
         "request_id",
     )
 
@@ -55,12 +57,16 @@ class HttpRequest:
         receive: Receive,
         port: int,
         fields: Fields | None = None,
+        received: float | None = None,
     ) -> None:
         self.method = method
         self.path = path
         self.query = query
         self.headers = headers
         self.fields = header_fields(headers) if fields is None else fields
+        # When the server began to read it (time.monotonic()): vLLM's latencies count from
+        # the request's arrival, so time spent reading the body and queueing is included.
+        self.received = time.monotonic() if received is None else received
         self.body = body
         self.port = port  # the port this request arrived on
         self.request_id: str | None = None  # set once the handler names the request

@@ -73,13 +73,18 @@ class MetricsRecorder(EngineObserver):
             self._lora_waiting[lora] -= 1
             self._lora_running[lora] += 1
             self._loras_changed()
-        if seq.waited and seq.t_started is not None and seq.t_enqueued is not None:
+        # Every request's wait, none included, as vLLM observes it.
+        if seq.t_started is not None and seq.t_enqueued is not None:
             _observe(self._queue, seq.t_started - seq.t_enqueued)
 
     def first_token(self, seq: Sequence) -> None:
-        _observe(self._ttft, seq.ttft)
-        if seq.t_started is not None and seq.t_first_token is not None:
-            _observe(self._prefill, seq.t_first_token - seq.t_started)
+        first = seq.t_first_token
+        if first is None:
+            return
+        # From the request's arrival, as the client sees it: queueing counts.
+        _observe(self._ttft, first - seq.t_submitted)
+        if seq.t_started is not None:
+            _observe(self._prefill, first - seq.t_started)
 
     def inter_tokens(self, seq: Sequence, delay: float, count: int) -> None:
         itl = self._itl

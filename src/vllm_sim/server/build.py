@@ -101,7 +101,7 @@ def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
     )
     for module in cfg.lora_modules:
         engine.loras.load(module.name, module.path)
-    failures = FailureInjector(cfg.model, rng)
+    failures = FailureInjector(cfg.model, rng, cfg.max_model_len)
     images = ImageEmission(cfg.omni, rng)
     settings = serving_settings(cfg, port)
     ids = RequestIds(cfg.seed, port)

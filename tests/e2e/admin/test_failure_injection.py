@@ -11,7 +11,11 @@ import httpx
 import openai
 import pytest
 
-from tests.support.errors import assert_openai_error, assert_validation_error
+from tests.support.errors import (
+    assert_openai_error,
+    assert_validation_error,
+    prompt_too_long_message,
+)
 from tests.support.fixtures import server_fixture
 from tests.support.metrics import (
     CHAT,
@@ -43,6 +47,7 @@ class Failure:
     message: str
 
 
+MAX_MODEL_LEN = 2048
 FAILURES = {
     "rate_limit": Failure(
         429,
@@ -59,9 +64,8 @@ FAILURES = {
         400,
         openai.BadRequestError,
         "BadRequestError",
-        "messages",
-        "This model's maximum context length is 4096 tokens. However, your messages resulted "
-        "in 4500 tokens.",
+        "input_tokens",
+        prompt_too_long_message(MAX_MODEL_LEN),
     ),
     "server_error": Failure(
         503,
@@ -108,6 +112,7 @@ def assert_untouched(metrics: Metrics) -> None:
 def injected(request: pytest.FixtureRequest) -> Iterator[tuple[str, SimServer]]:
     kind: str = request.param
     args = ["--served-model-name", ALIAS, "--failure-injection-rate", "100"]
+    args += ["--max-model-len", str(MAX_MODEL_LEN)]  # named by the context_length failure
     with SimServer([*args, "--failure-types", kind]) as sim:
         yield kind, sim
 

@@ -44,7 +44,6 @@ from tests.support.metrics import (
     Metrics,
     assert_promtool_clean,
     chat,
-    close,
     scrape,
     timed_stream,
 )
@@ -316,41 +315,43 @@ def test_token_histograms(scenario: Scenario) -> None:
 def test_latency_histogram_counts(scenario: Scenario) -> None:
     m, ledger = scenario.metrics, scenario.ledger
     ended = ledger.subs + 1  # every finished sub-request and the aborted one
-    for name in (E2E, INFERENCE, TTFT, PREFILL, DECODE, REQUEST_TPOT):
+    for name in (E2E, INFERENCE, TTFT, PREFILL, DECODE, REQUEST_TPOT, QUEUE):
         assert m.hist(name).count == ended, name
-    # only sub-requests that really waited for the one slot
-    assert m.hist(QUEUE).count == ledger.waited
+    # every sequence that started records its wait, none included; some waited for the slot
     assert m.hist(QUEUE).sum > 0.05 * ledger.waited
 
 
 def test_inter_token_counts(scenario: Scenario) -> None:
     m, ledger = scenario.metrics, scenario.ledger
-    # N tokens -> N-1 gaps per finished sequence; the aborted one had sampled the gap
-    # after each token it released.
-    expected = ledger.completion - ledger.subs + _abort_generated(scenario)
+    # N tokens -> N-1 gaps per sequence, each measured when its token was released; the
+    # aborted one's too.
+    expected = ledger.completion - ledger.subs + _abort_generated(scenario) - 1
     assert m.hist(ITL).count == expected
     assert m.hist(TPOT).count == expected
     assert m.hist(TPOT) == m.hist(ITL)
 
 
 @pytest.mark.timing
-def test_fixed_latencies_are_observed_exactly(scenario: Scenario) -> None:
+def test_latencies_are_measured_around_their_targets(scenario: Scenario) -> None:
+    # What the clients saw: a TTFT of at least the 50 ms target, more after waiting for the
+    # slot; gaps of about the 10 ms ITL target.
     m = scenario.metrics
     ttft = m.hist(TTFT)
-    assert close(ttft.sum, 0.05 * ttft.count), (ttft.sum, ttft.count)
-    assert ttft.le(0.04) == 0 and ttft.le(0.06) == ttft.count
+    assert ttft.le(0.04) == 0 and ttft.sum >= 0.05 * ttft.count, (ttft.sum, ttft.count)
+    assert ttft.sum > 0.05 * ttft.count + 0.05 * scenario.ledger.waited  # queueing counts
     itl = m.hist(ITL)
-    assert close(itl.sum, 0.01 * itl.count), (itl.sum, itl.count)
-    assert itl.le(0.01) == itl.count
+    assert 0.009 * itl.count <= itl.sum <= 0.02 * itl.count, (itl.sum, itl.count)
 
 
 @pytest.mark.timing
 def test_measured_latencies_are_consistent(scenario: Scenario) -> None:
     m = scenario.metrics
     ttft, itl, prefill = m.hist(TTFT), m.hist(ITL), m.hist(PREFILL)
+    queue = m.hist(QUEUE)
     ended = ttft.count
-    # the prefill phase is the measured TTFT sleep
-    assert ttft.sum - 0.001 * ended <= prefill.sum <= ttft.sum + 0.05 * ended
+    # the TTFT is the wait for a slot plus the prefill (and the moment to read the request)
+    waited = queue.sum + prefill.sum
+    assert waited - 0.001 * ended <= ttft.sum <= waited + 0.05 * ended
     # e2e covers prefill and decode of each sequence, and includes queueing
     assert m.hist(E2E).sum >= m.hist(INFERENCE).sum
     assert m.hist(E2E).sum >= m.hist(QUEUE).sum + prefill.sum
@@ -465,7 +466,7 @@ def test_disconnects_before_the_first_token(slow: SimServer) -> None:
     assert delta(PARAMS_MAX_TOKENS + "_count") == 4
     assert delta(E2E + "_count") == 4
     assert delta(INFERENCE + "_count") == 2  # A and D started
-    assert delta(QUEUE + "_count") == 0  # B and C never left the queue
+    assert delta(QUEUE + "_count") == 2  # A and D were scheduled; B and C never were
     for name in (TTFT, PREFILL, DECODE, REQUEST_TPOT):
         assert delta(name + "_count") == 1, name  # only A reached its first token
     assert after.value(RUNNING) == 0 and after.value(WAITING) == 0
@@ -501,7 +502,7 @@ def test_gauges_with_two_slots_and_three_requests(two_slots: SimServer) -> None:
             thread.join(30)
         assert statuses == [200, 200, 200]
         after = _wait_for(client, lambda m: (m.value(RUNNING), m.value(WAITING)) == (0, 0))
-        assert _deltas(before, after, E2E + "_count", QUEUE + "_count") == [3, 1]
+        assert _deltas(before, after, E2E + "_count", QUEUE + "_count") == [3, 3]
 
         # one completion with three prompts: three sub-requests, the third one queued
         result: dict[str, Any] = {}
@@ -517,7 +518,7 @@ def test_gauges_with_two_slots_and_three_requests(two_slots: SimServer) -> None:
         thread.join(30)
         final = scrape(client)
     assert len(result["reply"]["choices"]) == 3
-    assert _deltas(after, final, E2E + "_count", QUEUE + "_count") == [3, 1]
+    assert _deltas(after, final, E2E + "_count", QUEUE + "_count") == [3, 3]
     assert (
         sum(final.success(two_slots.model).values()) - sum(after.success(two_slots.model).values())
         == 3
