@@ -1,7 +1,9 @@
 """POST /v1/embeddings: deterministic unit-length vectors made from the input's token ids.
 
-No model runs and nothing is queued: a vector is a pure function of the token ids and the
-dimension count, so the same input always embeds the same way, whatever the seed.
+A vector is a pure function of the token ids and the dimension count, so the same input
+always embeds the same way, whatever the seed. The request itself runs through the engine
+as vLLM runs a pooling request: its inputs are prompts that queue, take running slots and
+are prefilled (timed by the prefill model) with nothing generated, and the metrics count it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ import msgspec
 
 from vllm_sim.api.body import decode_body, json_kind
 from vllm_sim.api.context import WORKER_BODY_BYTES, ApiContext
+from vllm_sim.api.errors import http_error
+from vllm_sim.api.pipeline import wait_for_result
+from vllm_sim.engine.errors import EngineError, RequestAborted
+from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import (
@@ -187,10 +193,52 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     request_id = ctx.request_id(request)
     headers = ctx.response_headers(request_id)
     shape = _Shape(f"embd-{request_id}", model, encoding_format, dimensions, headers)
-    items = len(body.input) if isinstance(body.input, list) else 1
-    if len(request.body) > WORKER_BODY_BYTES or items * dimensions > INLINE_VALUES:
-        return await ctx.off_loop(_answer, ctx, body, shape)
-    return _answer(ctx, body, shape)
+    large = len(request.body) > WORKER_BODY_BYTES
+    if large:
+        sequences = await ctx.off_loop(parse_input, body.input, ctx.tokenizer)
+    else:
+        sequences = parse_input(body.input, ctx.tokenizer)
+    _check_size(sequences, dimensions)  # before any work is admitted
+    try:
+        await _prefill(ctx, request, request_id, model, sequences)
+    except RequestAborted:
+        return Response(499, b"")  # the client is gone; nobody will read it
+    if large or len(sequences) * dimensions > INLINE_VALUES:
+        return await ctx.off_loop(_answer, sequences, shape)
+    return _answer(sequences, shape)
+
+
+async def _prefill(
+    ctx: ApiContext,
+    request: HttpRequest,
+    request_id: str,
+    model: str,
+    sequences: list[list[int]],
+) -> None:
+    """Runs the inputs through the engine as one pooling request, each a prompt."""
+    pooling = GenerationRequest(
+        request_id=request_id,
+        model=model,
+        prompts=[Prompt(ids) for ids in sequences],
+        max_tokens=0,
+        arrival_time=int(time.time()),
+        received=request.received,
+        pooling=True,
+    )
+    try:
+        stream = ctx.engine.submit(pooling)
+    except EngineError as error:
+        raise http_error(error) from None
+    await wait_for_result(stream, request)
+
+
+def _check_size(sequences: list[list[int]], dimensions: int) -> None:
+    if len(sequences) * dimensions > MAX_VALUES:
+        message = (
+            f"input has {len(sequences)} items of {dimensions} dimensions, more than the "
+            f"{MAX_VALUES} values one response may carry"
+        )
+        raise RequestError(400, message, "input")
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,16 +257,9 @@ class _Shape:
 INLINE_VALUES = 65536
 
 
-def _answer(ctx: ApiContext, body: EmbeddingRequest, shape: _Shape) -> Response:
+def _answer(sequences: list[list[int]], shape: _Shape) -> Response:
     """vLLM's answer of a pooling model: every key it sends, with its defaults."""
     dimensions, encoding_format = shape.dimensions, shape.encoding_format
-    sequences = parse_input(body.input, ctx.tokenizer)
-    if len(sequences) * dimensions > MAX_VALUES:  # checked before any vector is made
-        message = (
-            f"input has {len(sequences)} items of {dimensions} dimensions, more than the "
-            f"{MAX_VALUES} values one response may carry"
-        )
-        raise RequestError(400, message, "input")
     # Each item encoded on its own: on the worker thread, one encode of a million values
     # would hold the GIL for tens of milliseconds.
     data = [

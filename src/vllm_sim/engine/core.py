@@ -303,6 +303,8 @@ class Engine:
             )
         if prompt_tokens > limit:
             raise EngineError(Refusal.INVALID, prompt_too_long(limit), param="input_tokens")
+        if request.pooling:
+            return  # nothing is generated: the prompt may fill the whole context
         output = asked or 0
         if prompt_tokens + max(output, 1) > limit:
             # vLLM counts a prompt only until it overflows, hence "at least".
@@ -393,7 +395,10 @@ class Engine:
             if self._look_up_prefix(seq):
                 self._refuse_by_threshold(seq, now)
                 return
-            self.content.generate(seq, self.limits.max_model_len)
+            if seq.request.pooling:
+                seq.finish_reason = Finish.STOP  # done once its prompt is prefilled
+            else:
+                self.content.generate(seq, self.limits.max_model_len)
             made = len(seq.output_ids)
             self._work += made
             # Counted as made: output can come out longer than admission guessed (budget).

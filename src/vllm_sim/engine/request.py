@@ -59,6 +59,9 @@ class GenerationRequest:
     # The engine clock's reading when the server began to read the request (None: when it
     # was submitted); the latencies vLLM reports count from it.
     received: float | None = None
+    # A pooling request (embeddings): its prompts are prefilled and nothing is generated;
+    # it queues, takes a slot and is timed by the prefill model like any other.
+    pooling: bool = False
     # Param named in a context-length error (the field that carried max_tokens, if any).
     max_tokens_field: str = "max_tokens"
     logprobs: int | None = None  # alternatives the answer lists per token; None: no logprobs
