@@ -172,9 +172,16 @@ class MetricsRecorder(EngineObserver):
             _observe(self._queue, seq.t_started - seq.t_enqueued)
 
     def first_token(self, seq: Sequence) -> None:
-        _observe(self._ttft, seq.ttft)
+        # Once per sequence: observed inline (a bisect and two additions each).
+        ttft = seq.ttft
+        hist = self._ttft
+        hist.counts[bisect_left(hist.bounds, ttft)] += 1
+        hist.sum += ttft
         if seq.t_started is not None and seq.t_first_token is not None:
-            _observe(self._prefill, seq.t_first_token - seq.t_started)
+            prefill = seq.t_first_token - seq.t_started
+            hist = self._prefill
+            hist.counts[bisect_left(hist.bounds, prefill)] += 1
+            hist.sum += prefill
 
     def inter_tokens(self, seq: Sequence, delay: float, count: int) -> None:
         itl = self._itl
