@@ -306,6 +306,6 @@ def test_server_still_answers(client: httpx.Client, target: SimServer) -> None:
     reply = post(client, COMPLETIONS, {"prompt": "Hello", "max_tokens": 3}).json()
     assert reply["object"] == "text_completion"
     metrics = client.get("/metrics").text.splitlines()
-    assert f'vllm:num_requests_running{{model_name="{target.model}"}} 0.0' in metrics
-    assert f'vllm:num_requests_waiting{{model_name="{target.model}"}} 0.0' in metrics
+    assert f'vllm:num_requests_running{{engine="0",model_name="{target.model}"}} 0.0' in metrics
+    assert f'vllm:num_requests_waiting{{engine="0",model_name="{target.model}"}} 0.0' in metrics
     assert target.process is not None and target.process.poll() is None

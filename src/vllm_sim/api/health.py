@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response
-from vllm_sim.metrics.exposition import CONTENT_TYPE, Registry
+from vllm_sim.metrics.exposition import Exposition
 
 
 class Readiness:
@@ -35,8 +35,9 @@ def readiness_handler(readiness: Readiness) -> Handler:
     return ready
 
 
-def metrics_handler(registry: Registry) -> Handler:
+def metrics_handler(exposition: Exposition) -> Handler:
     async def metrics(request: HttpRequest) -> AnyResponse:
-        return Response(200, registry.render(), CONTENT_TYPE)
+        body, content_type = exposition.scrape(request.fields.get(b"accept"))
+        return Response(200, body, content_type)
 
     return metrics

@@ -26,7 +26,7 @@ from vllm_sim.api.sleep import sleep_handlers
 from vllm_sim.http.access import Guard, KeyRing, control_guard, key_guard
 from vllm_sim.http.app import Route
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest
-from vllm_sim.metrics.exposition import Registry
+from vllm_sim.metrics.exposition import Exposition
 
 ApiHandler = Callable[[ApiContext, HttpRequest], Awaitable[AnyResponse]]
 SyncApiHandler = Callable[[ApiContext, HttpRequest], AnyResponse]
@@ -112,7 +112,7 @@ def _bind_sync(ctx: ApiContext, handler: SyncApiHandler) -> Handler:
 
 def build_routes(
     ctx: ApiContext,
-    registry: Registry,
+    exposition: Exposition,
     readiness: Readiness,
     control: RuntimeControl,
     dev_mode: bool = False,
@@ -135,7 +135,7 @@ def build_routes(
         Route("/v1/unload_lora_adapter", {"POST": _bind(ctx, lora.unload)}),
         Route("/health", {"GET": health}),
         Route("/health/ready", {"GET": readiness_handler(readiness)}),
-        Route("/metrics", {"GET": metrics_handler(registry)}),
+        Route("/metrics", {"GET": metrics_handler(exposition)}),
         Route("/ping", {"GET": health, "POST": health}, reads_json=False),  # SageMaker
         Route("/version", {"GET": version}),
         Route("/load", {"GET": load.load}),

@@ -34,7 +34,10 @@ def sleep_handlers(engine: Engine, enabled: bool) -> tuple[Handler, Handler, Han
             raise RequestError(
                 400, "Sleep mode is not enabled: start the server with --enable-sleep-mode"
             )
-        engine.sleep()
+        levels = parse_qs(request.query.decode("latin-1")).get("level", [])
+        # vLLM's levels: 1 offloads the weights, 2 discards them; both free the KV cache.
+        # The simulator frees the same either way and reports the level (engine_sleep_state).
+        engine.sleep(2 if levels[-1:] == ["2"] else 1)
         return Response(200, b"", b"")
 
     async def wake_up(request: HttpRequest) -> AnyResponse:

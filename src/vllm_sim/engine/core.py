@@ -112,6 +112,7 @@ class Engine:
         self.observer: EngineObserver = observer or EngineObserver()
         self.kv = kv
         self.asleep: frozenset[Asleep] = frozenset()
+        self.sleep_level = 0  # vLLM's level of the last /sleep (1 or 2); 0 while awake
         self.loras = LoraRegistry()
         self.lora_slots = LoraSlots(
             limits.max_loras, limits.max_cpu_loras, self._lora_loaded, self._lora_unloaded
@@ -127,6 +128,7 @@ class Engine:
         self._ticking = False
         self._fake_running: int | None = None
         self._work = 0  # tokens generated this turn of the loop
+        self._step_tokens = 0  # tokens released inline by the sequences one admission started
         self._turn_ends = 0.0  # time.perf_counter() at which this turn is over
         self._admission_deferred = False
         self.paused: PauseMode | None = None  # set by pause(), cleared by resume()
@@ -141,10 +143,11 @@ class Engine:
         """A generated running count replaces the real one in the load factor (None: real)."""
         self._fake_running = running
 
-    def sleep(self) -> None:
+    def sleep(self, level: int = 1) -> None:
         """Frees the weights and the KV cache: the prefix cache is cleared and stays off,
-        and every request is refused until woken."""
+        and every request is refused until woken. `level` is only reported (metrics)."""
         self.asleep = frozenset(Asleep)
+        self.sleep_level = level
         if self.kv is not None:
             self.kv.cache.clear()
             self.kv.cache.disabled = True
@@ -152,6 +155,8 @@ class Engine:
     def wake(self, parts: frozenset[Asleep]) -> None:
         """Brings `parts` back; the prefix cache works again once the KV cache is awake."""
         self.asleep -= parts
+        if not self.asleep:
+            self.sleep_level = 0
         if self.kv is not None and Asleep.KV_CACHE not in self.asleep:
             self.kv.cache.disabled = False
 
@@ -187,6 +192,18 @@ class Engine:
         self._thaw_clock()
         self._new_turn()
         self._admit()
+
+    def waiting_by_reason(self) -> tuple[int, int]:
+        """(capacity, deferred): vLLM's split of the waiting sequences. One whose LoRA adapter
+        cannot be loaded now (--max-loras reached) is deferred; every other one waits for a
+        running slot or KV blocks. It walks the queue: for scrapes, not the request path."""
+        deferred = 0
+        slots = self.lora_slots
+        for seq in self._queue:
+            lora = seq.request.lora
+            if seq.state is SeqState.WAITING and lora is not None and not slots.can_run(lora):
+                deferred += 1
+        return self.num_waiting - deferred, deferred
 
     @property
     def open_requests(self) -> int:
@@ -249,6 +266,7 @@ class Engine:
         free = self.limits.max_num_seqs - self.num_running
         must_wait = count if self.num_waiting else max(count - free, 0)
         if must_wait and self.num_waiting + must_wait > self.limits.max_waiting_queue_length:
+            self.observer.admission_rejected(request)
             raise EngineError(Refusal.QUEUE_FULL, QUEUE_FULL)
 
     def _enqueue(self, stream: RequestStream) -> None:
@@ -338,6 +356,10 @@ class Engine:
                 self._start(seq)
         finally:
             self._admitting = False
+            if self._step_tokens:
+                # Started with no TTFT to wait for, they released their tokens at once.
+                tokens, self._step_tokens = self._step_tokens, 0
+                self.observer.engine_step(tokens)
 
     def _new_turn(self) -> None:
         self._work = 0
@@ -418,6 +440,8 @@ class Engine:
             )
             self.observer.sequence_started(seq)
             self._advance(seq, now + seq.ttft, now)
+            if seq.t_first_token is not None:  # released at once: part of this admission's step
+                self._step_tokens += len(seq.prompt.token_ids) + seq.emitted
         except EngineError as exc:
             self._fail(seq, exc)
             return
@@ -441,7 +465,11 @@ class Engine:
         if request.do_remote_prefill:
             # The prefill node sent the prompt's KV: its full blocks count as cached.
             block = self.limits.block_size
-            seq.cached_tokens = max(seq.cached_tokens, prompt_tokens // block * block)
+            local = seq.cached_tokens
+            seq.cached_tokens = max(local, prompt_tokens // block * block)
+            self.observer.external_prefix_lookup(
+                seq, prompt_tokens - local, seq.cached_tokens - local
+            )
         prompt = seq.prompt
         if prompt.first_hit is None:
             prompt.first_hit = seq.cached_tokens
@@ -536,6 +564,7 @@ class Engine:
         now = self._clock()
         horizon = now + _EARLY
         touched: list[RequestStream] = []
+        released = 0  # this tick's tokens: one engine step
         self._new_turn()
         try:
             while heap and heap[0][0] <= horizon and self._work < WORK_PER_TURN:
@@ -545,18 +574,24 @@ class Engine:
                 if seq.state is not SeqState.RUNNING:
                     continue
                 before = seq.emitted
+                prefilling = seq.t_first_token is None
                 try:
                     self._advance(seq, deadline, now)
                 except Exception:  # one sequence step: a bug fails its request, not the clock
                     self._crash(seq, "releasing tokens")
                     continue
+                if prefilling and seq.t_first_token is not None:
+                    released += seq.prompt_tokens  # its prefill ended in this step
                 if seq.emitted != before:
+                    released += seq.emitted - before
                     touched.append(seq.stream)
         finally:
             self._ticking = False
             if heap:  # armed even if the loop broke: the clock must keep running for others
                 self._timer_when = heap[0][0]
                 self._timer = self._scheduler.call_at(self._timer_when, self._tick)
+        if released:
+            self.observer.engine_step(released)
         for stream in touched:
             stream.notify()
 

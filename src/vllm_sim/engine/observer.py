@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from vllm_sim.engine.request import GenerationRequest
     from vllm_sim.engine.sequence import Sequence
 
 
@@ -41,3 +42,17 @@ class EngineObserver:
 
     def prefix_lookup(self, queried_tokens: int, hit_tokens: int) -> None:
         """A started sequence looked its prompt up in the prefix cache."""
+
+    def external_prefix_lookup(self, seq: Sequence, queried_tokens: int, hit_tokens: int) -> None:
+        """A started sequence asked for the prompt tokens the local cache lacked from outside
+        this engine: the KV a prefill node sent the decode leg of a P/D pair."""
+
+    def engine_step(self, tokens: int) -> None:
+        """The engine released `tokens` at once (prompt tokens of the sequences whose prefill
+        ended, and generated tokens): one engine step."""
+
+    def admission_rejected(self, request: GenerationRequest) -> None:
+        """A request was refused because the waiting queue is full."""
+
+    def sequence_preempted(self, seq: Sequence) -> None:
+        """A running sequence was preempted: its KV was freed, to be recomputed later."""

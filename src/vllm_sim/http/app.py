@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from vllm_sim.errors import RequestError
 from vllm_sim.http.access import Guard, cross_origin, is_control
@@ -60,10 +60,32 @@ class _BodyTooLarge(Exception):
     pass
 
 
+class RequestObserver(Protocol):
+    """Told of every request the application answered, once the answer is sent: vLLM's HTTP
+    instrumentator (injected by the server layer, which owns the metrics)."""
+
+    def __call__(
+        self,
+        route: str | None,  # the template of the route that took it; None: no route took it
+        path: str,
+        method: str,
+        status: int,
+        request_bytes: int,  # its Content-Length header, 0 without one
+        response_bytes: int,  # the answer's Content-Length, 0 for a stream
+        seconds: float,  # from arrival until the answer's last byte was handed on
+    ) -> None: ...
+
+
 class App:
     """One router for every endpoint; handlers get a fully read HttpRequest."""
 
-    def __init__(self, routes: list[Route], max_body_bytes: int, cors: Cors | None = None) -> None:
+    def __init__(
+        self,
+        routes: list[Route],
+        max_body_bytes: int,
+        cors: Cors | None = None,
+        observer: RequestObserver | None = None,
+    ) -> None:
         self._routes = {route.path: route for route in routes if not _is_pattern(route.path)}
         self._patterns = [
             (route.path.split("/"), route) for route in routes if _is_pattern(route.path)
@@ -71,28 +93,51 @@ class App:
         self.max_body_bytes = max_body_bytes
         self.draining = False
         self._cors = cors or Cors()  # vLLM's defaults: no other origin is allowed
+        self._observer = observer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return  # lifespan is off; websockets are not served
         received = time.monotonic()
+        path: str = scope["path"]
+        method: str = scope["method"]
         headers: Headers = scope["headers"]
-        route = self._routes.get(scope["path"]) or self._match(scope["path"])
-        if scope["method"] == "OPTIONS":  # preflights are answered before routing, as in vLLM
+        route = self._routes.get(path) or self._match(path)
+        if method == "OPTIONS":  # preflights are answered before routing, as in vLLM
             preflight = self._cors.preflight(headers, _shut(route, headers))
             if preflight is not None:
                 await _send(send, preflight)
                 return
         fields = header_fields(headers)
-        response, cors = await self._serve(scope, receive, route, fields, received)
-        extra = self._cors.response_headers(fields.get(b"origin")) if cors else ()
-        await _send(send, response, extra)
+        length = fields.get(b"content-length")
+        declared = int(length) if length is not None and length.isdigit() else 0
+        response, inside = await self._serve(scope, receive, route, fields, declared, received)
+        extra = self._cors.response_headers(fields.get(b"origin")) if inside else ()
+        sent = await _send(send, response, extra)
+        observer = self._observer
+        if inside and observer is not None:
+            observer(
+                route.path if route is not None and method in route.methods else None,
+                path,
+                method,
+                response.status,
+                declared,
+                sent,
+                time.monotonic() - received,
+            )
 
     async def _serve(
-        self, scope: Scope, receive: Receive, route: Route | None, fields: Fields, received: float
+        self,
+        scope: Scope,
+        receive: Receive,
+        route: Route | None,
+        fields: Fields,
+        declared: int,
+        received: float,
     ) -> tuple[AnyResponse, bool]:
-        """The answer, and whether it carries CORS headers: vLLM checks API keys outside its
-        CORS layer, so a refused key gets none and a page cannot read why."""
+        """The answer, and whether it got past vLLM's API-key layer, which wraps its CORS
+        layer and its HTTP instrumentator: a refused key gets no CORS headers (a page cannot
+        read why) and counts in no HTTP metric."""
         if route is None:
             return self._not_found(scope["path"]), True
         method: str = scope["method"]
@@ -103,7 +148,7 @@ class App:
         if refusal is not None:  # uvicorn drops the unread body
             return _error(route, refusal), refusal.status != 401
         try:
-            body = await self._read_body(fields, receive)
+            body = await self._read_body(declared, receive)
         except _BodyTooLarge:
             limit_mb = self.max_body_bytes // (1024 * 1024)
             message = f"Request body exceeds the {limit_mb} MB limit (max-request-body-size-mb)"
@@ -149,10 +194,10 @@ class App:
         )
         return error_response(error) if owner is None else _error(owner, error)
 
-    async def _read_body(self, fields: Fields, receive: Receive) -> bytes:
+    async def _read_body(self, declared: int, receive: Receive) -> bytes:
+        """The body; `declared` is its Content-Length (0 without one)."""
         limit = self.max_body_bytes
-        length = fields.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
+        if declared > limit:
             raise _BodyTooLarge
         message = await receive()
         body: bytes = message.get("body", b"")
@@ -239,26 +284,29 @@ async def _call(handler: Handler, request: HttpRequest, route: Route) -> AnyResp
 
 async def _send(
     send: Send, response: AnyResponse, extra: Sequence[tuple[bytes, bytes]] = ()
-) -> None:
-    """Writes a response; `extra` headers (CORS) are added to its own."""
+) -> int:
+    """Writes a response; `extra` headers (CORS) are added to its own. Returns its
+    Content-Length (0 for a stream, which has none)."""
     if isinstance(response, StreamingResponse):
         await _send_stream(send, response, extra)
-        return
-    length = (b"content-length", str(len(response.body)).encode())
+        return 0
+    size = len(response.body)
+    length = (b"content-length", str(size).encode())
     headers = [length, *response.headers, *extra]
     if response.content_type:
         headers.append((b"content-type", response.content_type))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     body = response.body
-    if len(body) <= BODY_SLICE:
+    if size <= BODY_SLICE:
         await send({"type": "http.response.body", "body": body})
-        return
+        return size
     # In slices: the server waits for the socket to drain between them, so a large answer
     # to a slow reader is not copied whole into the transport's buffer.
     for start in range(0, len(body), BODY_SLICE):
         piece = body[start : start + BODY_SLICE]
         await send({"type": "http.response.body", "body": piece, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+    return size
 
 
 BODY_SLICE = 1 << 20

@@ -1,52 +1,39 @@
-"""Prometheus text exposition (format 0.0.4), written the way vLLM's client library writes it."""
+"""What GET /metrics serves: one prometheus_client registry, printed as vLLM prints it.
+
+The registry holds what vLLM's holds, in its order: the client library's garbage-collector,
+platform (`python_info`) and process collectors, then the simulator's families (vLLM's
+engine families, then the HTTP families of its instrumentator), each a collector that turns
+the simulator's own series into metric families when scraped.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable, Iterator
 
-CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.metrics_core import Metric
+from prometheus_client.openmetrics import exposition as openmetrics
+from prometheus_client.registry import Collector, CollectorRegistry
 
+from vllm_sim.metrics.families import Family
 
-def format_value(value: float) -> str:
-    """A sample value or `le` bound as vLLM prints it (`0.0`, `1.0`, `0.001`, `2e+06`).
-
-    vLLM exposes through prometheus_client, which prints Python floats but switches to
-    Go's exponent form once a number has more than six digits before the point.
-    """
-    value = float(value)
-    if value != value:
-        return "NaN"
-    if value == float("inf"):
-        return "+Inf"
-    if value == float("-inf"):
-        return "-Inf"
-    text = repr(value)
-    point = text.find(".")
-    if value > 0 and point > 6:
-        mantissa = f"{text[0]}.{text[1:point]}{text[point + 1 :]}".rstrip("0.")
-        return f"{mantissa}e+0{point - 1}"
-    return text
+# vLLM answers the classic text format with the client library's latest content type
+# (version 1.0.0 since prometheus_client 0.22), and OpenMetrics to a scraper that names
+# `openmetrics` anywhere in its Accept header (Prometheus does by default).
+CONTENT_TYPE_TEXT = CONTENT_TYPE_LATEST.encode()
+CONTENT_TYPE_OPENMETRICS = b"application/openmetrics-text; version=1.0.0; charset=utf-8"
+# The OpenMetrics writer has no annotations, hence the typed alias.
+openmetrics_latest: Callable[[Collector], bytes] = openmetrics.generate_latest
 
 
-def escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def label_text(names: tuple[str, ...], values: tuple[str, ...]) -> str:
-    """`name="value",...` in the given order (the families keep vLLM's label order)."""
-    return ",".join(f'{k}="{escape_label(v)}"' for k, v in zip(names, values, strict=True))
-
-
-class Family(Protocol):
-    """One metric family: writes its HELP, TYPE and samples, or nothing when it has none."""
-
-    name: str
-
-    def render(self, out: list[str]) -> None: ...
-
-
-class Registry:
-    """The families one engine exposes on /metrics, in registration order."""
+class Families:
+    """A collector over families in the order they were registered."""
 
     def __init__(self) -> None:
         self._families: list[Family] = []
@@ -54,8 +41,32 @@ class Registry:
     def register(self, family: Family) -> None:
         self._families.append(family)
 
-    def render(self) -> bytes:
-        out: list[str] = []
+    def collect(self) -> Iterator[Metric]:
         for family in self._families:
-            family.render(out)
-        return ("\n".join(out) + "\n").encode() if out else b""
+            metric = family.collect()
+            if metric is not None:
+                yield metric
+
+
+class Exposition:
+    """One instance's /metrics: the client library's collectors, then `collectors`."""
+
+    def __init__(self, *collectors: Collector) -> None:
+        self.registry = CollectorRegistry()
+        # The order vLLM's default registry lists them in.
+        GCCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        ProcessCollector(registry=self.registry)
+        for collector in collectors:
+            self.registry.register(collector)
+
+    def scrape(self, accept: bytes | None) -> tuple[bytes, bytes]:
+        """(body, content type) for a scraper that sent this Accept header."""
+        if accept is not None and b"openmetrics" in accept.lower():
+            return openmetrics_latest(self.registry), CONTENT_TYPE_OPENMETRICS
+        return generate_latest(self.registry), CONTENT_TYPE_TEXT
+
+
+def render(collector: Collector) -> str:
+    """The classic text exposition of one collector alone (tests, tools)."""
+    return generate_latest(collector).decode()

@@ -85,7 +85,7 @@ class FakeMetricsDriver:
         wall: Callable[[], float] = time.time,
     ) -> None:
         self._metrics = metrics
-        self._model = metrics.model_name
+        self._labels = metrics.labels  # (model_name, engine) of every fake series
         self._gauges = gauges
         self._max_loras = str(max_loras)
         self._interval = refresh_interval
@@ -163,10 +163,10 @@ class FakeMetricsDriver:
             start = evaluate(value, 0.0)
             # The exact start value; from the first refresh on, counts are truncated to whole
             # requests (see _show_generated).
-            family.labels(self._model).set(start)
+            family.labels(*self._labels).set(start)
             load = math.trunc(start)
         else:
-            family.labels(self._model).set(value)
+            family.labels(*self._labels).set(value)
         if slot == _RUNNING:
             # Only generated running values feed the engine's load factor, so a generator can
             # simulate changing load; a fixed or absent value leaves the real running count.
@@ -174,10 +174,10 @@ class FakeMetricsDriver:
 
     def _show_generated(self, slot: int, value: float) -> None:
         if slot == _KV:
-            self._gauges[slot].labels(self._model).set(value)
+            self._gauges[slot].labels(*self._labels).set(value)
             return
         count = math.trunc(value)
-        self._gauges[slot].labels(self._model).set(float(count))
+        self._gauges[slot].labels(*self._labels).set(float(count))
         if slot == _RUNNING:
             self._set_load_running(count)
 
@@ -217,20 +217,20 @@ class FakeMetricsDriver:
         samples = list(_samples(family.bounds, counts or ()))
         if not samples:
             return  # an empty or all-zero array leaves the family absent
-        series = family.labels(self._model)
+        series = family.labels(*self._labels)
         for value, times in samples:
             series.observe(value, times)
 
     def _set_counter(self, counter: Counter, value: int | None) -> None:
         counter.clear()
         if value is not None:
-            counter.labels(self._model).set(float(value))
+            counter.labels(*self._labels).set(float(value))
 
     def _set_success(self, counts: tuple[tuple[str, int], ...] | None) -> None:
         family = self._metrics.request_success
         family.clear()
         for reason, count in counts or ():
-            family.labels(self._model, reason).set(float(count))
+            family.labels(*self._labels, reason).set(float(count))
 
     def _set_loras(self, loras: tuple[FakeLora, ...] | None) -> None:
         family = self._metrics.lora_info

@@ -5,6 +5,9 @@ delays, and the measured times between its transitions. Nothing is read from the
 
 Observations are made at once (holding sequences for a later batch would keep them alive
 into older GC generations, which costs more than it saves), on series looked up once.
+Families that restate what another family already holds for the common request (n = 1, no
+preemption, no cached prompt) are derived from it when scraped, so that request pays
+nothing for them: see `_derive`.
 """
 
 from __future__ import annotations
@@ -15,13 +18,18 @@ from collections import Counter
 
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.observer import EngineObserver
-from vllm_sim.engine.sequence import Sequence
+from vllm_sim.engine.request import GenerationRequest
+from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.metrics.catalogue import VllmMetrics
-from vllm_sim.metrics.families import HistogramSeries
+from vllm_sim.metrics.families import DerivedHistogram, HistogramSeries, Snapshot
 
 ABORT = "abort"
 # vLLM's engine ends a tool-calling turn as `stop`; the API layer alone says `tool_calls`.
 _ENGINE_REASON = {Finish.TOOL_CALLS: Finish.STOP}
+# The simulator's only admission cap (--max-waiting-queue-length) counts requests.
+_QUEUE_CAP = "max_num_queued_reqs"
+
+ParentKey = tuple[RequestStream, int]  # a request's choices of one prompt: vLLM's parent
 
 
 def _observe(series: HistogramSeries, value: float) -> None:
@@ -33,34 +41,121 @@ class MetricsRecorder(EngineObserver):
     """An EngineObserver that keeps the request families of a VllmMetrics current."""
 
     def __init__(self, metrics: VllmMetrics, max_loras: int = 1) -> None:
-        model = metrics.model_name
+        labels = metrics.labels
         self._max_lora = str(max_loras)
         self._lora_waiting: Counter[str] = Counter()
         self._lora_running: Counter[str] = Counter()
-        self._model = model
+        self._model = metrics.model_name
+        self._max_model_len = metrics.max_model_len
         self._metrics = metrics
-        self._itl = metrics.itl.labels(model)
+        self._itl = metrics.itl.labels(*labels)
         # Each sub-request has one choice and every gap is both a TPOT and an ITL sample,
         # so these families always hold the same series: one object serves both.
-        metrics.tpot.share((model,), self._itl)
-        self._generation_hist = metrics.generation_tokens_hist.labels(model)
-        metrics.max_generation_tokens.share((model,), self._generation_hist)
-        self._prompt_total = metrics.prompt_tokens.labels(model)
-        self._generation_total = metrics.generation_tokens.labels(model)
-        self._prompt_hist = metrics.prompt_tokens_hist.labels(model)
-        self._params_max_tokens = metrics.params_max_tokens.labels(model)
-        self._queue = metrics.queue_time.labels(model)
-        self._ttft = metrics.ttft.labels(model)
-        self._prefill = metrics.prefill_time.labels(model)
-        self._e2e = metrics.e2e.labels(model)
-        self._inference = metrics.inference_time.labels(model)
-        self._decode = metrics.decode_time.labels(model)
-        self._request_tpot = metrics.request_tpot.labels(model)
+        metrics.tpot.share(labels, self._itl)
+        self._generation_hist = metrics.generation_tokens_hist.labels(*labels)
+        self._prompt_total = metrics.prompt_tokens.labels(*labels)
+        self._generation_total = metrics.generation_tokens.labels(*labels)
+        self._prompt_hist = metrics.prompt_tokens_hist.labels(*labels)
+        self._params_max_tokens = metrics.params_max_tokens.labels(*labels)
+        self._queue = metrics.queue_time.labels(*labels)
+        self._ttft = metrics.ttft.labels(*labels)
+        self._prefill = metrics.prefill_time.labels(*labels)
+        self._e2e = metrics.e2e.labels(*labels)
+        self._inference = metrics.inference_time.labels(*labels)
+        self._decode = metrics.decode_time.labels(*labels)
+        self._request_tpot = metrics.request_tpot.labels(*labels)
+        self._iteration = metrics.iteration_tokens.labels(*labels)
         self._success = {
-            reason: metrics.request_success.labels(model, reason)
+            reason: metrics.request_success.labels(*labels, reason)
             for reason in (Finish.STOP, Finish.LENGTH, ABORT)
         }
+        self._cache_series(metrics)
+        self._derive(metrics)
 
+    def _cache_series(self, metrics: VllmMetrics) -> None:
+        labels = metrics.labels
+        self._prefix_queries = metrics.prefix_queries.labels(*labels)
+        self._prefix_hits = metrics.prefix_hits.labels(*labels)
+        self._external_queries = metrics.external_prefix_queries.labels(*labels)
+        self._external_hits = metrics.external_prefix_hits.labels(*labels)
+        self._prompt_cached = metrics.prompt_tokens_cached.labels(*labels)
+        # Prompt tokens whose KV a connector supplied (counted with prompt_tokens).
+        self._prompt_external = metrics.prompt_tokens_by_source.labels(
+            *labels, "external_kv_transfer"
+        )
+        self._preemptions = metrics.num_preemptions.labels(*labels)
+        self._rejections = metrics.admission_rejections.labels(self._model, _QUEUE_CAP)
+
+    def _derive(self, metrics: VllmMetrics) -> None:
+        """Series computed at scrape time. The request path keeps only what differs from
+        the common request: the requests with n > 1 (params_n, max generation), those
+        preempted (num_preemptions), those with cached prompt tokens (KV computed)."""
+        labels = metrics.labels
+        self._ended_in_parents = 0  # ended choices of requests with n > 1
+        self._parents: dict[ParentKey, list[int]] = {}  # unfinished n > 1: tokens per choice
+        self._params_n_multi = HistogramSeries(metrics.params_n.bounds)
+        self._not_longest = HistogramSeries(metrics.generation_tokens_hist.bounds)
+        self._preempted_hist = HistogramSeries(metrics.num_preemptions_hist.bounds)
+        self._preempted: dict[int, int] = {}  # sequence uid -> preemptions, while it runs
+        self._kv_shift = HistogramSeries(metrics.prompt_tokens_hist.bounds)
+        self._external: dict[int, int] = {}  # sequence uid -> tokens a connector supplied
+        for family, read in (
+            (metrics.params_n, self._params_n),
+            (metrics.max_generation_tokens, self._max_generation),
+            (metrics.num_preemptions_hist, self._num_preemptions),
+            (metrics.prefill_kv_computed, self._prefill_kv_computed),
+        ):
+            family.share(labels, DerivedHistogram(family.bounds, read))
+        by_source = metrics.prompt_tokens_by_source
+        by_source.derive(
+            (*labels, "local_compute"), lambda: self._prompt_total.value - self._prompt_cached.value
+        )
+        by_source.derive(
+            (*labels, "local_cache_hit"),
+            lambda: self._prompt_cached.value - self._prompt_external.value,
+        )
+        cached_by_source = metrics.prompt_tokens_cached_by_source
+        # Counted at lookup: the local hits come from the device, a connector's from a peer.
+        cached_by_source.derive((*labels, "device"), lambda: self._prefix_hits.value)
+        cached_by_source.derive((*labels, "p2p"), lambda: self._external_hits.value)
+
+    # ----------------------------------------------------------------- derived families
+    def _params_n(self) -> Snapshot:
+        """Each request with n = 1 is one observation of 1: every ended choice not in a
+        request with n > 1. The others are observed when their last choice ends."""
+        single = self._generation_hist.count - self._ended_in_parents
+        counts = list(self._params_n_multi.counts)
+        counts[0] += single
+        return counts, self._params_n_multi.sum + single
+
+    def _max_generation(self) -> Snapshot:
+        """The generation-token observations, less every choice of a request with n > 1
+        that is not its longest (vLLM observes the longest choice, once the last ended)."""
+        counts = list(self._generation_hist.counts)
+        total = self._generation_hist.sum - self._not_longest.sum
+        for index, count in enumerate(self._not_longest.counts):
+            counts[index] -= count
+        bounds = self._generation_hist.bounds
+        for lengths in self._parents.values():  # their longest is not known yet
+            for length in lengths:
+                counts[bisect_left(bounds, length)] -= 1
+                total -= length
+        return counts, total
+
+    def _num_preemptions(self) -> Snapshot:
+        """Every ended choice never preempted is an observation of 0."""
+        preempted = self._preempted_hist
+        counts = list(preempted.counts)
+        counts[0] += self._generation_hist.count - preempted.count
+        return counts, preempted.sum
+
+    def _prefill_kv_computed(self) -> Snapshot:
+        """The prompt-token observations, each moved down by its cached tokens."""
+        prompt, shift = self._prompt_hist, self._kv_shift
+        counts = [a + b for a, b in zip(prompt.counts, shift.counts, strict=True)]
+        return counts, prompt.sum - shift.sum
+
+    # ----------------------------------------------------------------- engine events
     def sequence_queued(self, seq: Sequence) -> None:
         lora = seq.request.lora
         if lora is not None:
@@ -78,18 +173,30 @@ class MetricsRecorder(EngineObserver):
             _observe(self._queue, seq.t_started - seq.t_enqueued)
 
     def first_token(self, seq: Sequence) -> None:
+        # Once per sequence: observed inline (a bisect and two additions each). From the
+        # request's arrival, as the client sees it: queueing counts.
         first = seq.t_first_token
         if first is None:
             return
-        # From the request's arrival, as the client sees it: queueing counts.
-        _observe(self._ttft, first - seq.t_submitted)
+        ttft = first - seq.t_submitted
+        hist = self._ttft
+        hist.counts[bisect_left(hist.bounds, ttft)] += 1
+        hist.sum += ttft
         if seq.t_started is not None:
-            _observe(self._prefill, first - seq.t_started)
+            prefill = first - seq.t_started
+            hist = self._prefill
+            hist.counts[bisect_left(hist.bounds, prefill)] += 1
+            hist.sum += prefill
 
     def inter_tokens(self, seq: Sequence, delay: float, count: int) -> None:
         itl = self._itl
         itl.counts[bisect_left(itl.bounds, delay)] += count
         itl.sum += delay * count
+
+    def engine_step(self, tokens: int) -> None:
+        hist = self._iteration
+        hist.counts[bisect_left(hist.bounds, tokens)] += 1
+        hist.sum += tokens
 
     def sequence_finished(self, seq: Sequence) -> None:
         self._lora_ended(seq)
@@ -105,7 +212,28 @@ class MetricsRecorder(EngineObserver):
         # vLLM counts no success for a request that failed in the engine: only the gauges
         # (which read the engine) and the LoRA info change.
         self._lora_ended(seq)
+        self._parents.pop((seq.stream, seq.prompt_index), None)
+        self._preempted.pop(seq.uid, None)
+        self._external.pop(seq.uid, None)
 
+    def sequence_preempted(self, seq: Sequence) -> None:
+        self._preemptions.value += 1
+        self._preempted[seq.uid] = self._preempted.get(seq.uid, 0) + 1
+
+    def admission_rejected(self, request: GenerationRequest) -> None:
+        self._rejections.value += 1  # once per request, whatever its n (as vLLM)
+
+    def prefix_lookup(self, queried_tokens: int, hit_tokens: int) -> None:
+        self._prefix_queries.value += queried_tokens
+        self._prefix_hits.value += hit_tokens
+
+    def external_prefix_lookup(self, seq: Sequence, queried_tokens: int, hit_tokens: int) -> None:
+        self._external_queries.value += queried_tokens
+        self._external_hits.value += hit_tokens
+        if hit_tokens:
+            self._external[seq.uid] = hit_tokens
+
+    # ----------------------------------------------------------------- LoRA
     def _lora_ended(self, seq: Sequence) -> None:
         lora = seq.request.lora
         if lora is None:
@@ -123,17 +251,14 @@ class MetricsRecorder(EngineObserver):
         series = self._metrics.lora_info.labels(self._max_lora, running, waiting)
         series.set(int(time.time()))
 
-    def prefix_lookup(self, queried_tokens: int, hit_tokens: int) -> None:
-        model = self._model
-        self._metrics.prefix_queries.labels(model).inc(queried_tokens)
-        self._metrics.prefix_hits.labels(model).inc(hit_tokens)
-
+    # ----------------------------------------------------------------- the end
     def _record_end(self, seq: Sequence, reason: str, generated: int) -> None:
         # Runs once per sequence on the request path: observations are inlined (bisect and
-        # two additions each) rather than made through _observe calls.
+        # two additions each) rather than made through _observe calls; the rare cases
+        # (cached prompt, n > 1, preempted) are the calls.
         success = self._success.get(reason)
         if success is None:
-            success = self._metrics.request_success.labels(self._model, reason)
+            success = self._metrics.request_success.labels(*self._metrics.labels, reason)
             self._success[reason] = success
         success.value += 1
         prompt = seq.prompt_tokens
@@ -142,27 +267,85 @@ class MetricsRecorder(EngineObserver):
         hist.sum += prompt
         if seq.t_first_token is not None:
             self._prompt_total.value += prompt  # its prefill did happen
+        if seq.cached_tokens:
+            self._cached_prompt(seq, prompt)
         self._generation_total.value += generated
         hist = self._generation_hist
         hist.counts[bisect_left(hist.bounds, generated)] += 1
         hist.sum += generated
-        max_tokens = seq.request.max_tokens
-        if max_tokens is not None:
+        request = seq.request
+        if request.n != 1:
+            self._choice_ended(seq, generated)
+        if self._preempted:
+            self._preemptions_ended(seq)
+        # vLLM's effective max_tokens: the client's, else the room the context leaves.
+        max_tokens = request.max_tokens
+        if max_tokens is None:
+            max_tokens = self._max_model_len - prompt
+        if max_tokens:  # vLLM skips 0 (an echo that generates nothing)
             hist = self._params_max_tokens
             hist.counts[bisect_left(hist.bounds, max_tokens)] += 1
             hist.sum += max_tokens
-        end = seq.t_finished
-        if end is None:
-            return
-        _observe(self._e2e, end - seq.t_submitted)
+        if seq.t_finished is not None:
+            self._record_times(seq, seq.t_finished, generated)
+
+    def _record_times(self, seq: Sequence, end: float, generated: int) -> None:
+        """The phase times of an ended sequence, observed inline (bisect and two additions
+        each): this runs once per sequence."""
+        value = end - seq.t_submitted
+        hist = self._e2e
+        hist.counts[bisect_left(hist.bounds, value)] += 1
+        hist.sum += value
         started = seq.t_started
         if started is None:
             return
-        _observe(self._inference, end - started)
+        value = end - started
+        hist = self._inference
+        hist.counts[bisect_left(hist.bounds, value)] += 1
+        hist.sum += value
         first = seq.t_first_token
         if first is None:
             return
         decode = end - first
-        _observe(self._decode, decode)
+        hist = self._decode
+        hist.counts[bisect_left(hist.bounds, decode)] += 1
+        hist.sum += decode
         gaps = generated - 1
-        _observe(self._request_tpot, decode / gaps if gaps > 0 else 0.0)
+        value = decode / gaps if gaps > 0 else 0.0
+        hist = self._request_tpot
+        hist.counts[bisect_left(hist.bounds, value)] += 1
+        hist.sum += value
+
+    def _cached_prompt(self, seq: Sequence, prompt: int) -> None:
+        """A prompt with cached tokens: its KV-computed observation moves down, and (once
+        prefilled) its cached tokens count, by source."""
+        cached = seq.cached_tokens
+        shift = self._kv_shift
+        shift.counts[bisect_left(shift.bounds, prompt)] -= 1
+        shift.counts[bisect_left(shift.bounds, prompt - cached)] += 1
+        shift.sum += cached
+        external = self._external.pop(seq.uid, 0) if self._external else 0
+        if seq.t_first_token is not None:
+            self._prompt_cached.value += cached
+            self._prompt_external.value += external
+
+    def _choice_ended(self, seq: Sequence, generated: int) -> None:
+        """One choice of a request with n > 1 ended; the last one observes n and the
+        longest choice's tokens (the others are taken out of max_generation)."""
+        n = seq.request.n
+        self._ended_in_parents += 1
+        key = (seq.stream, seq.prompt_index)
+        lengths = self._parents.setdefault(key, [])
+        lengths.append(generated)
+        if len(lengths) < n:
+            return
+        del self._parents[key]
+        _observe(self._params_n_multi, n)
+        lengths.remove(max(lengths))
+        for length in lengths:
+            _observe(self._not_longest, length)
+
+    def _preemptions_ended(self, seq: Sequence) -> None:
+        count = self._preempted.pop(seq.uid, 0)
+        if count:
+            _observe(self._preempted_hist, count)

@@ -28,8 +28,19 @@ from vllm_sim.engine.settings import latency_from_config, limits_from_config, sy
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
 from vllm_sim.http.app import App
 from vllm_sim.http.cors import Cors, CorsPolicy
-from vllm_sim.metrics.catalogue import SchedulerGauges, VllmMetrics, fake_gauges, live_gauges
+from vllm_sim.metrics.cache_config import CacheShape, cache_config_labels
+from vllm_sim.metrics.catalogue import (
+    WAITING_REASONS,
+    EngineState,
+    SchedulerView,
+    SleepState,
+    VllmMetrics,
+    fake_scheduler,
+    live_scheduler,
+)
+from vllm_sim.metrics.exposition import Exposition
 from vllm_sim.metrics.fake import FakeMetricsDriver
+from vllm_sim.metrics.instrumentator import HttpMetrics
 from vllm_sim.metrics.recorder import MetricsRecorder
 
 MB = 1024 * 1024
@@ -92,10 +103,14 @@ def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
     content = ContentSource(cfg.mode, tokenizer, rng, synthesis_settings(cfg), cfg.mm_encoder_only)
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
     kv = _kv_cache(cfg, port, rank, background)
-    metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len)
-    metrics.cache_config.labels(str(cfg.block_size), str(cfg.kv_cache_size)).set(1)
+    metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len, engine=str(rank))
+    metrics.cache_config.labels(*cache_config_labels(cache_shape(cfg, rank))).set(1)
     record = cfg.fake_metrics is None and not cfg.disable_log_stats
-    observer = MetricsRecorder(metrics, cfg.max_loras) if record else None
+    observer: MetricsRecorder | None = None
+    if record:
+        # vLLM's start-up state: every series at 0 (the recorder then derives some of them).
+        metrics.precreate_series()
+        observer = MetricsRecorder(metrics, cfg.max_loras)
     engine = Engine(
         limits_from_config(cfg), latency_from_config(cfg), content, rng, observer=observer, kv=kv
     )
@@ -117,9 +132,10 @@ def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
         on_fake = driver.update
     control = RuntimeControl(cfg, engine, failures, images, on_fake)
     access = Access(cfg.api_key, cfg.admin_api_key, cfg.disable_admin)
+    http_metrics = HttpMetrics()
     routes = build_routes(
         ctx,
-        metrics.registry,
+        Exposition(metrics.families, http_metrics),
         readiness,
         control,
         cfg.vllm_dev_mode,
@@ -127,27 +143,55 @@ def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
         access,
         cfg.enable_server_load_tracking,
     )
-    app = App(routes, cfg.max_request_body_size_mb * MB, Cors(project(CorsPolicy, cfg)))
+    app = App(
+        routes,
+        cfg.max_request_body_size_mb * MB,
+        Cors(project(CorsPolicy, cfg)),
+        observer=http_metrics.record,
+    )
     return Instance(cfg, port, app, engine, readiness, control, background)
+
+
+def cache_shape(cfg: Config, rank: int) -> CacheShape:
+    """The KV cache as vLLM's cache_config_info describes it. The GPU memory share and the
+    cache dtype change nothing here; they are shown as given when the configuration has
+    them (vLLM flags), else as vLLM's defaults."""
+    return CacheShape(
+        block_size=cfg.block_size,
+        num_gpu_blocks=cfg.kv_cache_size,
+        max_model_len=cfg.max_model_len,
+        prefix_caching=cfg.enable_kvcache,
+        engine=str(rank),
+        gpu_memory_utilization=float(getattr(cfg, "gpu_memory_utilization", 0.92)),
+        cache_dtype=str(getattr(cfg, "kv_cache_dtype", "auto")),
+    )
+
+
+def _sleep_state(engine: Engine) -> SleepState:
+    if not engine.asleep:
+        return "awake"
+    return "discard_all" if engine.sleep_level == 2 else "weights_offloaded"
 
 
 def _real_metrics(metrics: VllmMetrics, engine: Engine, max_loras: int, record: bool) -> None:
     kv = engine.kv
-    state = SchedulerGauges(
+    state = EngineState(
         running=lambda: engine.num_running,
         waiting=lambda: engine.num_waiting,
         kv_usage=lambda: 0.0 if kv is None else kv.cache.usage,
+        waiting_by_reason=lambda: dict(
+            zip(WAITING_REASONS, engine.waiting_by_reason(), strict=True)
+        ),
+        sleep_state=lambda: _sleep_state(engine),
     )
-    metrics.register(live_gauges(metrics.model_name, state), request_families=record)
+    metrics.register(live_scheduler(metrics.labels, state), request_families=record)
     metrics.lora_info.labels(str(max_loras), "", "").set(int(time.time()))
-    if record:
-        metrics.precreate_series()
 
 
 def _fake_metrics(metrics: VllmMetrics, engine: Engine, cfg: Config) -> FakeMetricsDriver:
     assert cfg.fake_metrics is not None
-    gauges = fake_gauges()
-    metrics.register(gauges)
+    gauges = fake_scheduler()
+    metrics.register(SchedulerView(*gauges))
 
     return FakeMetricsDriver(
         metrics,

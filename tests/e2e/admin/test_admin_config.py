@@ -253,7 +253,7 @@ def wait_for_value(client: httpx.Client, name: str, value: float) -> Metrics:
 def test_fake_metrics_updates_over_http(fake: SimServer) -> None:
     with httpx.Client(base_url=fake.url, timeout=30) as client:
         metrics = scrape(client)
-        assert metrics.series(RUNNING) == [({"model_name": fake.model}, 3.0)]
+        assert metrics.series(RUNNING) == [({"engine": "0", "model_name": fake.model}, 3.0)]
         assert metrics.series(WAITING) == [] and metrics.series(KV_USAGE) == []
 
         response = client.post("/fake_metrics", json={"running-requests": 7})

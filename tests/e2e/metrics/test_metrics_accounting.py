@@ -21,6 +21,7 @@ import pytest
 from tests.support.errors import assert_openai_error, assert_validation_error
 from tests.support.fixtures import server_fixture
 from tests.support.metrics import (
+    ADMISSION_REJECTIONS,
     CHAT,
     COMPLETIONS,
     DECODE,
@@ -32,6 +33,7 @@ from tests.support.metrics import (
     LORA_INFO,
     MAX_GENERATION_HIST,
     PARAMS_MAX_TOKENS,
+    PARAMS_N,
     PREFILL,
     PROMPT_HIST,
     PROMPT_TOTAL,
@@ -44,6 +46,7 @@ from tests.support.metrics import (
     Metrics,
     assert_promtool_clean,
     chat,
+    engine_lines,
     scrape,
     timed_stream,
 )
@@ -54,6 +57,7 @@ QUEUE_FULL = "Failed to enqueue request, waiting requests queue is full"
 ABORT_PROMPT = [7, 8, 9, 10]  # token ids: exactly 4 prompt tokens
 ABORT_MAX_TOKENS = 100
 ABORT_READ = 3  # tokens the hanging-up client reads first
+MAX_MODEL_LEN = 1024  # the default: a chat without max_tokens may use what its prompt leaves
 
 
 @dataclass
@@ -64,7 +68,8 @@ class Ledger:
     prompt: int = 0
     completion: int = 0
     reasons: collections.Counter[str] = field(default_factory=collections.Counter)
-    max_tokens: list[int] = field(default_factory=list)
+    max_tokens: list[int] = field(default_factory=list)  # effective, per sub-request
+    parents: list[int] = field(default_factory=list)  # n of each (request, prompt): vLLM's
     waited: int = 0
     rejected: list[int] = field(default_factory=list)
 
@@ -76,13 +81,16 @@ class Ledger:
         max_tokens: int | None,
         waited: int,
     ) -> None:
-        """`usage` counts each prompt once; the engine counts it for each of the n choices."""
+        """`usage` counts each prompt once; the engine counts it for each of the n choices.
+        Without max_tokens (only chats here) a request may use what its prompt leaves."""
         self.subs += len(reasons)
         self.prompt += usage["prompt_tokens"] * n
         self.completion += usage["completion_tokens"]
         self.reasons.update(reasons)
-        if max_tokens is not None:
-            self.max_tokens += [max_tokens] * len(reasons)
+        if max_tokens is None:
+            max_tokens = MAX_MODEL_LEN - usage["prompt_tokens"]
+        self.max_tokens += [max_tokens] * len(reasons)
+        self.parents += [n] * (len(reasons) // n)
         self.waited += waited
 
 
@@ -273,8 +281,15 @@ def test_the_mix_was_what_it_should_be(scenario: Scenario) -> None:
 
 
 def test_success_per_finished_reason(scenario: Scenario) -> None:
-    expected = {"stop": 0, "length": 0, "error": 0, **scenario.ledger.reasons, "abort": 1}
-    assert scenario.metrics.success(MODEL) == expected
+    expected = {"stop": 0, "length": 0, "error": 0, "repetition": 0, **scenario.ledger.reasons}
+    assert scenario.metrics.success(MODEL) == {**expected, "abort": 1}
+
+
+def test_queue_overflows_count_as_admission_rejections(scenario: Scenario) -> None:
+    """The two 429s of the overflow, once per request; no other refusal counts."""
+    rejected = scenario.metrics.value(ADMISSION_REJECTIONS, reason="max_num_queued_reqs")
+    assert rejected == scenario.ledger.rejected.count(429) == 2
+    assert scenario.metrics.value(ADMISSION_REJECTIONS, reason="max_num_queued_tokens") == 0
 
 
 def test_gauges_back_to_zero(scenario: Scenario) -> None:
@@ -302,13 +317,27 @@ def test_token_histograms(scenario: Scenario) -> None:
     assert (prompt.count, prompt.sum) == (ended, ledger.prompt + len(ABORT_PROMPT))
     generation = m.hist(GENERATION_HIST)
     assert (generation.count, generation.sum) == (ended, m.value(GENERATION_TOTAL))
-    assert m.hist(MAX_GENERATION_HIST) == generation
     params = m.hist(PARAMS_MAX_TOKENS)
-    sent = [*ledger.max_tokens, ABORT_MAX_TOKENS]  # the unlimited chat is not observed
-    assert (params.count, params.sum) == (len(sent), sum(sent))
-    assert len(sent) == ended - 1
+    # every sub-request, the unlimited chat with what its prompt left (vLLM's default)
+    effective = [*ledger.max_tokens, ABORT_MAX_TOKENS]
+    assert len(effective) == ended
+    assert (params.count, params.sum) == (ended, sum(effective))
     assert params.le(1.0) == ledger.max_tokens.count(1)
-    assert params.le(5.0) == sum(1 for v in sent if v <= 5)
+    assert params.le(5.0) == sum(1 for v in effective if v <= 5)
+
+
+def test_n_and_longest_choice_are_observed_once_per_parent(scenario: Scenario) -> None:
+    """vLLM's parent request is one prompt's n choices: n and the longest choice's tokens
+    are observed once for it, when its last choice ends."""
+    m, ledger = scenario.metrics, scenario.ledger
+    parents = [*ledger.parents, 1]  # and the aborted stream
+    n = m.hist(PARAMS_N)
+    assert (n.count, n.sum) == (len(parents), sum(parents))
+    assert n.le(1.0) == parents.count(1) and n.le(2.0) == len(parents)
+    longest, generation = m.hist(MAX_GENERATION_HIST), m.hist(GENERATION_HIST)
+    assert longest.count == len(parents)
+    assert longest.sum <= generation.sum
+    assert all(longest.le(b) <= generation.le(b) for b in longest.buckets)
 
 
 @pytest.mark.timing
@@ -457,7 +486,7 @@ def test_disconnects_before_the_first_token(slow: SimServer) -> None:
     a = result["a"]
     reason = a["choices"][0]["finish_reason"]
     success = {k: v - before.success(slow.model)[k] for k, v in after.success(slow.model).items()}
-    assert success == {"stop": 0, "length": 0, "error": 0, reason: 1, "abort": 3}
+    assert success == {"stop": 0, "length": 0, "error": 0, "repetition": 0, reason: 1, "abort": 3}
     assert delta(PROMPT_TOTAL) == a["usage"]["prompt_tokens"]
     assert delta(GENERATION_TOTAL) == a["usage"]["completion_tokens"]
     assert delta(PROMPT_HIST + "_count") == 4
@@ -557,4 +586,5 @@ def test_context_length_rejection_records_nothing(two_slots: SimServer) -> None:
         )
         assert error["message"].startswith("This model's maximum context length is 64 tokens.")
         after = scrape(client)
-    assert after.text == before.text
+    # Only the HTTP families (a 400 was answered) and the process's own change.
+    assert engine_lines(after) == engine_lines(before)

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.support.metrics import (
+    ADMISSION_REJECTIONS,
     CACHE_CONFIG,
     CHAT,
     COMPLETIONS,
@@ -22,14 +23,18 @@ from tests.support.metrics import (
     LORA_INFO,
     METRICS_CONTENT_TYPE,
     PARAMS_MAX_TOKENS,
+    PROMPT_BY_SOURCE,
+    PROMPT_CACHED_BY_SOURCE,
     PROMPT_HIST,
     PROMPT_TOTAL,
     QUEUE,
     RUNNING,
+    SLEEP_STATE,
     SUCCESS,
     TPOT,
     TTFT,
     WAITING,
+    WAITING_BY_REASON,
     Metrics,
     assert_promtool_clean,
     chat,
@@ -39,6 +44,8 @@ from tests.support.server import SimServer
 
 MODEL = "first-name"
 ALIAS = "second-name"
+ENGINE = {"engine": "0", "model_name": MODEL}  # every per-engine series' labels
+LABELS = f'engine="0",model_name="{MODEL}"'  # as printed: sorted by name
 TTFT_BOUNDS = [
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
     1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
@@ -92,8 +99,20 @@ def test_content_type_is_prometheus_text(started: Started) -> None:
 def test_startup_gauges_are_zero_for_the_first_served_name(first: Metrics) -> None:
     for name in (RUNNING, WAITING, KV_USAGE):
         assert first.types[name] == "gauge"
-        assert first.series(name) == [({"model_name": MODEL}, 0.0)]
-        assert f'{name}{{model_name="{MODEL}"}} 0.0\n' in first.text
+        assert first.series(name) == [(ENGINE, 0.0)]
+        assert f"{name}{{{LABELS}}} 0.0\n" in first.text
+
+
+def test_startup_waiting_reasons_and_sleep_state(first: Metrics) -> None:
+    assert first.series(WAITING_BY_REASON) == [
+        ({**ENGINE, "reason": "capacity"}, 0.0),
+        ({**ENGINE, "reason": "deferred"}, 0.0),
+    ]
+    assert first.series(SLEEP_STATE) == [
+        ({**ENGINE, "sleep_state": "awake"}, 1.0),
+        ({**ENGINE, "sleep_state": "weights_offloaded"}, 0.0),
+        ({**ENGINE, "sleep_state": "discard_all"}, 0.0),
+    ]
 
 
 def test_help_texts_follow_vllm(first: Metrics) -> None:
@@ -122,41 +141,71 @@ def test_lora_requests_info_is_startup_time_in_whole_seconds(
 
 def test_cache_config_info_labels_come_from_the_flags(first: Metrics) -> None:
     assert first.types[CACHE_CONFIG] == "gauge"
-    assert first.series(CACHE_CONFIG) == [({"block_size": "8", "num_gpu_blocks": "16"}, 1.0)]
-    assert f'{CACHE_CONFIG}{{block_size="8",num_gpu_blocks="16"}} 1.0\n' in first.text
+    [(labels, value)] = first.series(CACHE_CONFIG)
+    assert value == 1.0
+    assert labels["block_size"] == "8"
+    assert labels["num_gpu_blocks"] == "16"
+    assert labels["kv_cache_size_tokens"] == "128"
+    assert labels["kv_cache_max_concurrency"] == str(128 / 600)
+    assert labels["enable_prefix_caching"] == "False"  # no --enable-kvcache
+    assert labels["engine"] == "0"
+    assert "model_name" not in labels
 
 
 def test_every_counter_and_histogram_exists_at_zero(first: Metrics) -> None:
     for name in COUNTERS:
-        assert first.series(name) == [({"model_name": MODEL}, 0.0)], name
+        assert first.series(name) == [(ENGINE, 0.0)], name
     for name in HISTOGRAMS:
         assert first.types[name] == "histogram", name
-        assert first.series(name + "_count") == [({"model_name": MODEL}, 0.0)], name
-        assert first.series(name + "_sum") == [({"model_name": MODEL}, 0.0)], name
+        assert first.series(name + "_count") == [(ENGINE, 0.0)], name
+        assert first.series(name + "_sum") == [(ENGINE, 0.0)], name
         buckets = first.series(name + "_bucket")
         assert buckets and all(v == 0.0 for _, v in buckets), name
-        assert {lbl["model_name"] for lbl, _ in buckets} == {MODEL}, name
+        assert {(lbl["model_name"], lbl["engine"]) for lbl, _ in buckets} == {(MODEL, "0")}
+    for name, sources in (
+        (PROMPT_BY_SOURCE, ["local_compute", "local_cache_hit", "external_kv_transfer"]),
+        (PROMPT_CACHED_BY_SOURCE, ["device", "host", "disk", "p2p", "external_unspecified"]),
+    ):
+        assert first.series(name) == [({**ENGINE, "source": s}, 0.0) for s in sources], name
+    assert first.series(ADMISSION_REJECTIONS) == [
+        ({"model_name": MODEL, "reason": reason}, 0.0)
+        for reason in ("max_num_queued_reqs", "max_num_queued_tokens")
+    ]
 
 
 def test_success_counter_has_vllm_reasons_at_zero(first: Metrics) -> None:
     assert first.types["vllm:request_success"] == "counter"
-    assert first.success(MODEL) == {"stop": 0.0, "length": 0.0, "abort": 0.0, "error": 0.0}
-    assert len(first.series(SUCCESS)) == 4
-    for reason in ("stop", "length", "abort", "error"):
-        line = f'{SUCCESS}{{model_name="{MODEL}",finished_reason="{reason}"}} 0.0\n'
+    reasons = ("stop", "length", "abort", "error", "repetition")
+    assert first.success(MODEL) == dict.fromkeys(reasons, 0.0)
+    assert len(first.series(SUCCESS)) == 5
+    for reason in reasons:
+        line = f'{SUCCESS}{{engine="0",finished_reason="{reason}",model_name="{MODEL}"}} 0.0\n'
         assert line in first.text
     assert "finish_reason=" not in first.text
 
 
-def test_only_vllm_families_and_no_created_samples(first: Metrics) -> None:
-    assert all(name.startswith("vllm:") for name in first.types), sorted(first.types)
-    assert "_created" not in first.text
-    assert "process_" not in first.text and "python_" not in first.text
+def test_families_are_vllms_with_created_samples(first: Metrics) -> None:
+    """vLLM's registry: the client library's collectors, the engine's families, the HTTP
+    instrumentator's; every counter and histogram series with its `_created` sample."""
+    created = {name for name in first.types if name.endswith("_created")}
+    vllm = {name for name in first.types if name.startswith("vllm:")} - created
+    expected = {
+        RUNNING, WAITING, WAITING_BY_REASON, SLEEP_STATE, KV_USAGE, LORA_INFO, CACHE_CONFIG,
+        *HISTOGRAMS,
+    }  # fmt: skip
+    counters = (*COUNTERS, SUCCESS, PROMPT_BY_SOURCE, PROMPT_CACHED_BY_SOURCE)
+    expected |= {name.removesuffix("_total") for name in (*counters, ADMISSION_REJECTIONS)}
+    assert vllm == expected
+    assert {"python_info", "process_resident_memory_bytes", "python_gc_collections"} < set(
+        first.types
+    )
+    for name in (*counters, ADMISSION_REJECTIONS):
+        stamps = name.removesuffix("_total") + "_created"
+        assert len(first.series(stamps)) == len(first.series(name)), name
+    for name in HISTOGRAMS:
+        assert len(first.series(name + "_created")) == 1, name
     assert "vllm:max_num_generation_tokens" not in first.text
     assert "vllm:request_max_num_generation_tokens_bucket" in first.text
-    expected = {RUNNING, WAITING, KV_USAGE, LORA_INFO, CACHE_CONFIG, *HISTOGRAMS}
-    expected |= {name.removesuffix("_total") for name in (*COUNTERS, SUCCESS)}
-    assert set(first.types) == expected
 
 
 @pytest.mark.parametrize(
@@ -179,9 +228,9 @@ def test_bucket_bounds(first: Metrics, name: str, bounds: list[float]) -> None:
 
 
 def test_counter_and_bucket_lines_print_python_floats(first: Metrics) -> None:
-    assert f'{PROMPT_HIST}_bucket{{model_name="{MODEL}",le="1.0"}} 0.0\n' in first.text
-    assert f'{TTFT}_bucket{{model_name="{MODEL}",le="0.001"}} 0.0\n' in first.text
-    assert f'{PROMPT_TOTAL}{{model_name="{MODEL}"}} 0.0\n' in first.text
+    assert f'{PROMPT_HIST}_bucket{{engine="0",le="1.0",model_name="{MODEL}"}} 0.0\n' in first.text
+    assert f'{TTFT}_bucket{{engine="0",le="0.001",model_name="{MODEL}"}} 0.0\n' in first.text
+    assert f"{PROMPT_TOTAL}{{{LABELS}}} 0.0\n" in first.text
 
 
 def test_requests_to_any_alias_count_under_the_first_name(started: Started) -> None:
@@ -214,7 +263,7 @@ def test_disable_log_stats_keeps_only_the_scheduler_view() -> None:
         body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
         assert client.post("/v1/chat/completions", json=body).status_code == 200
         text = client.get("/metrics").text
-    assert f'vllm:num_requests_running{{model_name="{sim.model}"}} 0.0' in text
+    assert f'vllm:num_requests_running{{engine="0",model_name="{sim.model}"}} 0.0' in text
     assert "vllm:cache_config_info" in text
     assert "vllm:request_success_total" not in text
     assert "vllm:time_to_first_token_seconds" not in text

@@ -121,8 +121,8 @@ def test_metrics_show_idle_gauges_for_the_first_served_name(client: httpx.Client
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     lines = response.text.splitlines()
-    assert 'vllm:num_requests_running{model_name="alias-a"} 0.0' in lines
-    assert 'vllm:num_requests_waiting{model_name="alias-a"} 0.0' in lines
+    assert 'vllm:num_requests_running{engine="0",model_name="alias-a"} 0.0' in lines
+    assert 'vllm:num_requests_waiting{engine="0",model_name="alias-a"} 0.0' in lines
 
 
 # ------------------------------------------------------------------- 404 / 405

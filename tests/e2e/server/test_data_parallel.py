@@ -81,6 +81,9 @@ def test_each_rank_counts_only_its_own_requests(ranks: SimServer) -> None:
     def delta(name: str, before: Metrics, after: Metrics) -> float:
         return after.value(name, model_name=MODEL) - before.value(name, model_name=MODEL)
 
+    # vLLM's `engine` label is the data-parallel rank.
+    assert {lbl["engine"] for lbl, _ in after0.series(PROMPT_TOTAL)} == {"0"}
+    assert {lbl["engine"] for lbl, _ in after1.series(PROMPT_TOTAL)} == {"1"}
     assert delta(PROMPT_TOTAL, before0, after0) == 2 * 3
     assert delta(PROMPT_TOTAL, before1, after1) == 3 * 5
     # echo: the ids come back, then the end of sequence

@@ -15,7 +15,9 @@ from tests.support.virtual_time import run_virtual
 from vllm_sim.config import Config, apply_admin_update, load_config
 from vllm_sim.config.fake_metrics import FakeGenerator
 from vllm_sim.metrics import catalogue as names
-from vllm_sim.metrics.catalogue import VllmMetrics, fake_gauges
+from vllm_sim.metrics.cache_config import CacheShape, cache_config_labels
+from vllm_sim.metrics.catalogue import SchedulerView, VllmMetrics, fake_scheduler
+from vllm_sim.metrics.exposition import render
 from vllm_sim.metrics.fake import FakeMetricsDriver, evaluate
 
 MODEL = "m"
@@ -53,8 +55,8 @@ class Sim:
         self.cfg: Config = load_config(args, {})
         assert self.cfg.fake_metrics is not None
         self.metrics = VllmMetrics(self.cfg.display_model_name, self.cfg.max_model_len)
-        gauges = fake_gauges()
-        self.metrics.register(gauges)
+        gauges = fake_scheduler()
+        self.metrics.register(SchedulerView(*gauges))
         self.clock = Clock(1000.0)
         self.wall = Clock(WALL)
         self.loads: list[int | None] = []
@@ -79,7 +81,7 @@ class Sim:
         self.driver.refresh()
 
     def text(self) -> str:
-        return self.metrics.registry.render().decode()
+        return render(self.metrics.families)
 
     def samples(self) -> dict[SampleKey, float]:
         out: dict[SampleKey, float] = {}
@@ -89,7 +91,8 @@ class Sim:
         return out
 
     def value(self, name: str, **labels: str) -> float | None:
-        key = tuple(sorted({"model_name": self.metrics.model_name, **labels}.items()))
+        engine = {"model_name": self.metrics.model_name, "engine": self.metrics.engine}
+        key = tuple(sorted({**engine, **labels}.items()))
         return self.samples().get((name, key))
 
     def gauge(self, name: str) -> float:
@@ -436,9 +439,15 @@ def test_loras_use_max_loras() -> None:
 
 def test_cache_config_info_is_left_alone() -> None:
     sim = Sim({})
-    sim.metrics.cache_config.labels("16", "1024").set(1)
+    shape = CacheShape(block_size=16, num_gpu_blocks=1024, max_model_len=1024,
+                       prefix_caching=False, engine="0")  # fmt: skip
+    sim.metrics.cache_config.labels(*cache_config_labels(shape)).set(1)
     sim.update({"loras": []})
-    assert 'vllm:cache_config_info{block_size="16",num_gpu_blocks="1024"} 1' in sim.text()
+    [(labels, value)] = [
+        (dict(lbl), v) for (name, lbl), v in sim.samples().items() if name == names.CACHE_CONFIG
+    ]
+    assert value == 1
+    assert (labels["block_size"], labels["num_gpu_blocks"], labels["engine"]) == ("16", "1024", "0")
 
 
 # Runtime updates: partial objects applied to a running driver
@@ -579,10 +588,10 @@ def test_run_refreshes_on_its_interval() -> None:
     cfg = load_config(["--model", MODEL, "--fake-metrics", '{"kv-cache-usage":"ramp:0:1:1s"}'], {})
     assert cfg.fake_metrics is not None
     metrics = VllmMetrics(MODEL, 1024)
-    gauges = fake_gauges()
-    metrics.register(gauges)
+    gauges = fake_scheduler()
+    metrics.register(SchedulerView(*gauges))
     fake = cfg.fake_metrics
-    usage = gauges[2].labels(MODEL)
+    usage = gauges[2].labels(*metrics.labels)
     assert usage.value == 0
 
     async def scenario() -> None:
