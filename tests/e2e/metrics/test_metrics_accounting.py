@@ -57,7 +57,7 @@ QUEUE_FULL = "Failed to enqueue request, waiting requests queue is full"
 ABORT_PROMPT = [7, 8, 9, 10]  # token ids: exactly 4 prompt tokens
 ABORT_MAX_TOKENS = 100
 ABORT_READ = 3  # tokens the hanging-up client reads first
-MAX_MODEL_LEN = 1024  # the default: a chat without max_tokens may use what its prompt leaves
+MAX_MODEL_LEN = 1024  # a chat without max_tokens may use what its prompt leaves of it
 
 
 @dataclass
@@ -236,6 +236,7 @@ def scenario() -> Iterator[Scenario]:
         "--max-waiting-queue-length", "1",
         "--time-to-first-token", "50ms",
         "--inter-token-latency", "10ms",
+        "--max-model-len", str(MAX_MODEL_LEN),
     ]  # fmt: skip
     with SimServer(args) as sim, httpx.Client(base_url=sim.url, timeout=30) as client:
         ledger = Ledger()

@@ -65,9 +65,9 @@ def test_ttft_counts_from_arrival_and_queue_time_counts_every_request() -> None:
     metrics = run_virtual(scenario())
     # The first starts at once (first token at 0.1 s, done at 0.12 s); the second waits
     # for its slot until 0.12 s, so the client sees its first token at 0.22 s.
-    count, total = observed(metrics.ttft.labels("m"))
+    count, total = observed(metrics.ttft.labels("m", "0"))
     assert count == 2 and total == pytest.approx(0.1 + 0.22)
-    count, total = observed(metrics.queue_time.labels("m"))
+    count, total = observed(metrics.queue_time.labels("m", "0"))
     assert count == 2 and total == pytest.approx(0.0 + 0.12)
 
 
@@ -81,8 +81,8 @@ def test_ttft_includes_the_time_before_submission() -> None:
         return metrics
 
     metrics = run_virtual(scenario())
-    assert observed(metrics.ttft.labels("m"))[1] == pytest.approx(0.35)
-    assert observed(metrics.e2e.labels("m"))[1] == pytest.approx(0.37)
+    assert observed(metrics.ttft.labels("m", "0"))[1] == pytest.approx(0.35)
+    assert observed(metrics.e2e.labels("m", "0"))[1] == pytest.approx(0.37)
 
 
 def test_inter_token_gaps_are_measured_at_release() -> None:
@@ -94,10 +94,10 @@ def test_inter_token_gaps_are_measured_at_release() -> None:
         return metrics
 
     metrics = run_virtual(scenario())
-    itl = metrics.itl.labels("m")
+    itl = metrics.itl.labels("m", "0")
     assert observed(itl) == pytest.approx((2, 0.04))
     assert itl.counts[0] == 1  # the 0 ms gap, in the first bucket
-    decode = observed(metrics.decode_time.labels("m"))
+    decode = observed(metrics.decode_time.labels("m", "0"))
     assert decode == pytest.approx((1, 0.04))
 
 
@@ -108,4 +108,4 @@ def test_on_time_gaps_are_the_inter_token_latency() -> None:
         return metrics
 
     metrics = run_virtual(scenario())
-    assert observed(metrics.itl.labels("m")) == pytest.approx((4, 0.04))
+    assert observed(metrics.itl.labels("m", "0")) == pytest.approx((4, 0.04))
