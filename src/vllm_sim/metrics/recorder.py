@@ -212,7 +212,9 @@ class MetricsRecorder(EngineObserver):
         # vLLM counts no success for a request that failed in the engine: only the gauges
         # (which read the engine) and the LoRA info change.
         self._lora_ended(seq)
-        self._parents.pop((seq.stream, seq.prompt_index), None)
+        # Its parent never ends: the choices that did are taken out of max_generation too.
+        for length in self._parents.pop((seq.stream, seq.prompt_index), ()):
+            _observe(self._not_longest, length)
         self._preempted.pop(seq.uid, None)
         self._external.pop(seq.uid, None)
 

@@ -54,6 +54,7 @@ class Recorded:
         ttft_ms: int = 0,
         itl_ms: int = 0,
         kv: bool = False,
+        output_limit: int = 0,
     ) -> None:
         self.metrics = VllmMetrics("m", 1000)
         self.metrics.register(SchedulerView(*fake_scheduler()))
@@ -61,7 +62,7 @@ class Recorded:
         self.recorder = MetricsRecorder(self.metrics)
         cache = KvCacheManager(BlockCache(64, BLOCK), "seed", 0.0) if kv else None
         self.engine = Engine(
-            EngineLimits(seqs, queue, 1000, BLOCK),
+            EngineLimits(seqs, queue, 1000, BLOCK, max_request_output_tokens=output_limit),
             LatencySettings(ttft=ttft_ms * MS, itl=itl_ms * MS, max_num_seqs=seqs),
             Lengths(),
             random.Random(1),
@@ -101,13 +102,15 @@ class Recorded:
 _ids = iter(range(1_000_000))
 
 
-def request(prompt: list[int], n: int = 1, prompts: int = 1, **extra: object) -> GenerationRequest:
+def request(
+    prompt: list[int], n: int = 1, prompts: int = 1, max_tokens: int = 20, **extra: object
+) -> GenerationRequest:
     return GenerationRequest(
         request_id=f"r{next(_ids)}",
         model="m",
         prompts=[Prompt(list(prompt)) for _ in range(prompts)],
         n=n,
-        max_tokens=20,
+        max_tokens=max_tokens,
         **extra,  # type: ignore[arg-type]
     )
 
@@ -145,6 +148,22 @@ def test_a_parent_is_observed_only_when_its_last_choice_ended() -> None:
         await stream.wait_done()
         assert sim.hist(names.PARAMS_N)[1:] == (1, 2)
         assert sim.hist(names.MAX_GENERATION_TOKENS)[1:] == (1, 3)
+
+    run(main)
+
+
+def test_a_failed_parent_observes_neither_n_nor_a_longest_choice() -> None:
+    """n = 2, one slot: the 2-token choice ends, then the 3-token one passes the request's
+    output limit (--max-request-output-tokens 4) and the request fails."""
+
+    async def main() -> None:
+        sim = Recorded(seqs=1, output_limit=4)
+        stream = sim.engine.submit(request([1], n=2, max_tokens=2))
+        await stream.wait_done()
+        assert stream.error is not None
+        assert sim.hist(names.GENERATION_TOKENS_HIST)[1:] == (1, 2)
+        assert sim.hist(names.PARAMS_N)[1:] == (0, 0)
+        assert sim.hist(names.MAX_GENERATION_TOKENS)[1:] == (0, 0)
 
     run(main)
 
