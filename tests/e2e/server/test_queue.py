@@ -9,7 +9,6 @@ import httpx
 import pytest
 
 from tests.support.async_http import (
-    Outcome,
     agauges,
     assert_queue_full,
     chat_body,
@@ -50,7 +49,9 @@ slow_slot = server_fixture(["--max-num-seqs", "1", "--time-to-first-token", "2s"
 @pytest.mark.parametrize("endpoint", ["completions", "chat/completions"])
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_queue_full_gives_429(one_slot: SimServer, endpoint: str, stream: bool) -> None:
-    """1 slot, 1 queue place, TTFT 1 s: of 5 requests 200 ms apart, 2 succeed, 3 get 429."""
+    """1 slot, 1 queue place, TTFT 1 s: of 5 requests, the first runs, the second waits and
+    the other three get 429 at once. Each is sent once the gauges show the one before it
+    arrived, so a slow machine cannot reorder them on the wire."""
     url = f"{one_slot.openai_url}/{endpoint}"
     make = completion_body if endpoint == "completions" else chat_body
     body = make(one_slot, stream=stream)
@@ -59,17 +60,18 @@ def test_queue_full_gives_429(one_slot: SimServer, endpoint: str, stream: bool) 
         await wait_for_gauges(client, one_slot, running=0, waiting=0)
         gauge_log: list[tuple[int, int]] = []
 
-        async def delayed(i: int) -> Outcome:
-            await asyncio.sleep(0.2 * i)
-            return await post(client, url, body)
-
         async def watch() -> None:
             while True:
                 gauge_log.append(await agauges(client, one_slot))
                 await asyncio.sleep(0.05)
 
         watcher = asyncio.create_task(watch())
-        outcomes = await asyncio.gather(*(delayed(i) for i in range(5)))
+        first = asyncio.create_task(post(client, url, body))
+        await wait_for_gauges(client, one_slot, running=1, waiting=0)
+        second = asyncio.create_task(post(client, url, body))
+        await wait_for_gauges(client, one_slot, running=1, waiting=1)
+        refused = [await post(client, url, body) for _ in range(3)]
+        outcomes = [await first, await second, *refused]
         watcher.cancel()
         assert [o.status for o in outcomes] == [200, 200, 429, 429, 429]
         for ok in outcomes[:2]:
@@ -78,9 +80,9 @@ def test_queue_full_gives_429(one_slot: SimServer, endpoint: str, stream: bool) 
             else:
                 assert ok.json()["choices"][0]["finish_reason"] in ("stop", "length")
         assert outcomes[1].elapsed >= 1.5  # waited for the first one's slot
-        for refused in outcomes[2:]:
-            assert_queue_full(refused)
-            assert refused.elapsed < 0.5  # refused at once, not after queueing
+        for answer in refused:
+            assert_queue_full(answer)
+            assert answer.elapsed < 0.5  # refused at once, not after queueing
         assert max(r for r, _ in gauge_log) == 1
         assert max(w for _, w in gauge_log) == 1
 
