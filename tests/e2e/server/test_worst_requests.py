@@ -2,15 +2,13 @@
 time on one server with the default limits: while it runs, /health keeps answering within
 50 ms, and the server's peak resident memory grows by less than 100 MB.
 
-The /health probe is a bare keep-alive socket on its own thread, so the test's own client
-work (reading a 30 MB answer) does not delay it.
+The /health probe is a bare keep-alive socket in a process of its own, so the test's own
+client work (reading a 100 MB answer) does not delay it.
 """
 
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.health_probe import HealthProbe, read_niced
 from tests.support.server import SimServer
 
 HEALTH_BOUND = 0.050
@@ -146,52 +145,6 @@ WORST: dict[str, tuple[str, dict[str, Any], int]] = {
 }
 
 
-class HealthProbe:
-    """GET /health back to back on one keep-alive connection; keeps the slowest answer."""
-
-    def __init__(self, port: int) -> None:
-        self._sock = socket.create_connection(("127.0.0.1", port))
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._stop = threading.Event()
-        self.worst = 0.0
-        self.count = 0
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> HealthProbe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        self._sock.close()
-
-    def _run(self) -> None:
-        request = b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n"
-        while not self._stop.is_set():
-            start = time.perf_counter()
-            self._sock.sendall(request)
-            answer = b""
-            while not _complete(answer):
-                chunk = self._sock.recv(65536)
-                if not chunk:
-                    return
-                answer += chunk
-            self.worst = max(self.worst, time.perf_counter() - start)
-            self.count += 1
-            time.sleep(0.002)
-
-
-def _complete(answer: bytes) -> bool:
-    head, end, body = answer.partition(b"\r\n\r\n")
-    if not end:
-        return False
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            return len(body) >= int(line.split(b":")[1])
-    return True
-
-
 def _status(pid: int, field: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -226,14 +179,11 @@ def _run_case(server: SimServer, case: str) -> CaseRun:
         payload = json.dumps(body, separators=(",", ":")).encode()
         with HealthProbe(server.port) as probe:
             started = time.perf_counter()
-            with client.stream(
-                "POST", path, content=payload, headers={"content-type": "application/json"}
-            ) as response:
-                size = sum(len(chunk) for chunk in response.iter_bytes())
+            status, size = read_niced(server.url + path, payload)
             elapsed = time.perf_counter() - started
             time.sleep(0.05)
         grown = _status(pid, "VmHWM") - before
-    run = CaseRun(response.status_code, size, elapsed, probe.worst, probe.count, grown)
+    run = CaseRun(status, size, elapsed, probe.worst, probe.count, grown)
     print(
         f"{case}: {run.status} {size / 1e6:.1f} MB in {elapsed:.2f} s, "
         f"/health worst {run.worst * 1000:.0f} ms over {run.probes}, peak +{grown} MB"
