@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import re
@@ -84,6 +85,10 @@ class SimulatorServer(uvicorn.Server):
         self._background = [loop.create_task(run()) for run in self._instance.background]
         if self._tls is not None:
             self._tls.start_watching()
+        # Everything built so far (modules, tables, the app) lives as long as the process:
+        # kept out of the collector's reach, a full collection under load walks only what
+        # requests made, which keeps its pause on the event loop short.
+        gc.freeze()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         for task in self._background:
