@@ -39,11 +39,11 @@ class HealthProbe:
         assert self._process.stdout.readline().strip() == "ready"
         return self
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, *exc: object) -> None:
         process = self._process
         assert process is not None
         out, _ = process.communicate(timeout=30)  # closes stdin: the probe stops
-        worst, count = out.split()
+        worst, count = str(out).split()
         self.worst, self.count = float(worst), int(count)
 
 

@@ -51,8 +51,8 @@ vLLM compatibility extras (the reference rejects these lines, or ignores the par
   `--max-model-len` vLLM's `32k`, `32K` and `auto`/-1.
 - **Defaults follow vLLM where the reference's are toy values:** `max-num-seqs` 256 (5),
   `max-model-len` from a local model folder's config.json, else 32768 (1024),
-  `enable-prefix-caching` true (false), `tensor-parallel-size` 1 (0). Values given in
-  flags or YAML are read as before.
+  `enable-prefix-caching` true (false), `tensor-parallel-size` 1 (0), `kv-cache-size`
+  32768 blocks (1024). Values given in flags or YAML are read as before.
 """
 
 from .admin import apply_admin_update, config_to_dict

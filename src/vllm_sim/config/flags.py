@@ -272,11 +272,14 @@ SETTINGS: tuple[Setting, ...] = (
     flag("tool-call-extra-call-probability", INT, 45, C, "Chance (%) of one more tool call",
          rules=(r.between(0, 100, "ToolCallExtraCallProbability should be between 0 and 100"),)),
     flag("enable-kvcache", BOOL, False, K,
-         "Simulate the prefix KV cache and publish KV events (needs POD_IP)"),
+         "Publish KV events and apply cache-hit thresholds (needs POD_IP); blocks are "
+         "accounted and prefix-cached without it"),
     flag("block-size", INT, 16, K, "Tokens per KV block",
          rules=(r.one_of(r.BLOCK_SIZES, "token block size should be one of the following: "
                          "8, 16, 32, 64, 128"),)),
-    flag("kv-cache-size", INT, 1024, K, "KV cache capacity in blocks",
+    flag("kv-cache-size", INT, 32768, K,
+         "KV cache capacity in blocks (32768 x 16 = 524,288 tokens: a mid-size model on "
+         "one datacenter GPU)",
          rules=(NN("KV cache size cannot be negative"),
                 r.at_most(100_000_000, "KV cache size cannot be more than 100000000"))),
     flag("event-batch-size", INT, 16, K, "KV events per published batch",
@@ -402,7 +405,8 @@ SETTINGS: tuple[Setting, ...] = (
               default=VLLM_MAX_NUM_BATCHED_TOKENS,
               rules=(r.at_least(1, "max-num-batched-tokens cannot be less than 1"),)),
     flag("enable-prefix-caching", BOOL, True, K,
-         "Prefix caching (on by default, as in vLLM); stored for the KV-cache simulation"),
+         "Prefix caching (on by default, as in vLLM): prompts share and find their "
+         "cached blocks"),
     vllm_flag("kv-transfer-config", K,
               "P/D: vLLM's KV connector settings, a JSON object; stored",
               default_doc="none"),

@@ -28,7 +28,7 @@ from vllm_sim.engine.latency import LatencyModel, LatencySettings
 from vllm_sim.engine.lora import LoraRegistry, LoraSlots
 from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.request import GenerationRequest
-from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
+from vllm_sim.engine.sequence import NO_KV_LIMIT, RequestStream, SeqState, Sequence
 
 # A token whose deadline is this close is released now rather than after another timer
 # round trip: event-loop timers have millisecond granularity.
@@ -120,6 +120,8 @@ class Engine:
         self._queue: deque[Sequence] = deque()
         self.num_waiting = 0
         self.num_running = 0
+        # Running sequences by uid, oldest admission first: preemption takes the newest.
+        self._running: dict[int, Sequence] = {}
         self._heap: list[tuple[float, int, Sequence]] = []
         self._timer: TimerHandle | None = None
         self._timer_when = 0.0
@@ -163,14 +165,17 @@ class Engine:
     def reset_prefix_cache(self, reset_running: bool = False) -> bool:
         """Forgets every cached block (one AllBlocksCleared event), as vLLM's
         /reset_prefix_cache. Like vLLM it refuses (False) while running requests hold
-        blocks, unless `reset_running`: vLLM then recomputes them; here they run on with
-        their blocks no longer cached."""
+        blocks, unless `reset_running`: they are then preempted and recomputed."""
         kv = self.kv
         if kv is None:
             return True
-        if kv.cache.used and not reset_running:
+        if kv.cache.held_blocks and not reset_running:
             return False
+        while self._running:  # vLLM preempts them: they recompute once the cache is empty
+            self._preempt(next(reversed(self._running.values())))
         kv.cache.clear()
+        self._new_turn()
+        self._admit()
         return True
 
     def pause(self, mode: PauseMode) -> None:
@@ -401,16 +406,22 @@ class Engine:
         return None
 
     def _kv_fits(self, seq: Sequence) -> bool:
+        """Room for its prompt (and the output a preempted sequence recomputes)."""
         kv = self.kv
-        hashes = seq.prompt.block_hashes
-        return kv is None or not hashes or kv.cache.fits(hashes, seq.request.model)
+        return kv is None or kv.cache.fits(
+            seq.prompt.block_hashes, seq.request.model, seq.prompt_tokens + seq.emitted
+        )
 
     def _start(self, seq: Sequence) -> None:
         """Gives `seq` a running slot; a failure costs its request, never the slot."""
+        if seq.preemptions:
+            self._resume_preempted(seq)
+            return
         now = self._clock()
         seq.state = SeqState.RUNNING
         seq.t_started = now
         self.num_running += 1
+        self._running[seq.uid] = seq
         try:
             if seq.request.lora is not None:
                 seq.lora_slot = self.lora_slots.acquire(seq.request.lora)
@@ -420,7 +431,7 @@ class Engine:
             if seq.request.pooling:
                 seq.finish_reason = Finish.STOP  # done once its prompt is prefilled
             else:
-                self.content.generate(seq, self.limits.max_model_len)
+                self.content.generate(seq, self._context_limit())
             made = len(seq.output_ids)
             self._work += made
             # Counted as made: output can come out longer than admission guessed (budget).
@@ -455,13 +466,10 @@ class Engine:
         threshold refuses the sequence."""
         request, kv = seq.request, self.kv
         prompt_tokens = seq.prompt_tokens
-        if kv is not None and seq.prompt.block_hashes:
-            lora = Lora(seq.lora_slot, request.lora) if request.lora else None
-            seq.cached_tokens = kv.start(
-                seq.uid, seq.prompt.block_hashes, seq.prompt.token_ids, request.model, lora
-            )
         if kv is not None:
-            self.observer.prefix_lookup(prompt_tokens, seq.cached_tokens)
+            seq.cached_tokens = self._hold_blocks(seq, prompt_tokens)
+            if kv.prefix_caching:
+                self.observer.prefix_lookup(prompt_tokens, seq.cached_tokens)
         if request.do_remote_prefill:
             # The prefill node sent the prompt's KV: its full blocks count as cached.
             block = self.limits.block_size
@@ -481,6 +489,57 @@ class Engine:
         threshold = kv.threshold(request.cache_hit_threshold)
         hit_rate = prompt.first_hit / prompt_tokens if prompt_tokens else 0.0
         return threshold is not None and hit_rate < threshold
+
+    def _hold_blocks(self, seq: Sequence, computed: int) -> int:
+        """Takes the blocks for `computed` tokens of KV; returns the prompt's cached tokens."""
+        kv = self.kv
+        assert kv is not None
+        request = seq.request
+        lora = Lora(seq.lora_slot, request.lora) if request.lora else None
+        cached = kv.start(
+            seq.uid, seq.prompt.block_hashes, seq.prompt.token_ids, request.model, lora, computed
+        )
+        self._set_kv_limit(seq)
+        return cached
+
+    def _set_kv_limit(self, seq: Sequence) -> None:
+        """Token k+1 needs the KV of the prompt and k output tokens: while `emitted` is
+        below the limit, the blocks held have room for it."""
+        cache = self.kv.cache if self.kv is not None else None
+        if cache is None or cache.disabled:
+            seq.kv_limit = NO_KV_LIMIT
+            return
+        seq.kv_limit = cache.blocks_of(seq.uid) * cache.block_size - seq.prompt_tokens + 1
+
+    def _context_limit(self) -> int:
+        """The longest sequence: the context, or all the KV cache holds if that is less."""
+        limit = self.limits.max_model_len
+        if self.kv is not None:
+            cache = self.kv.cache
+            limit = min(limit, cache.capacity * cache.block_size)
+        return limit
+
+    def _resume_preempted(self, seq: Sequence) -> None:
+        """Runs a preempted sequence again: its prompt and the output released so far are
+        recomputed (a prefill, prefix-cache hits included), then it goes on where it was."""
+        now = self._clock()
+        seq.state = SeqState.RUNNING
+        self.num_running += 1
+        self._running[seq.uid] = seq
+        try:
+            if seq.request.lora is not None:
+                seq.lora_slot = self.lora_slots.acquire(seq.request.lora)
+            computed = seq.prompt_tokens + seq.emitted
+            cached = self._hold_blocks(seq, computed) if self.kv is not None else 0
+            delay = seq.latency.time_to_first_token(computed, cached, False, self.load())
+            self._advance(seq, now + delay, now)
+        except EngineError as exc:
+            self._fail(seq, exc)
+            return
+        except Exception:
+            self._crash(seq, "resuming")
+            return
+        seq.stream.notify()
 
     def _refuse_by_threshold(self, seq: Sequence, now: float) -> None:
         """Answers at once, with no tokens: the router should send it elsewhere."""
@@ -502,9 +561,13 @@ class Engine:
                 return
             latency = seq.latency
             if latency.settings.itl == 0:
+                if total > seq.kv_limit and not self._grow(seq, total - 1, now):
+                    return
                 self._release_remaining(seq, total, now)
                 deadline += self._tail(seq, latency)
                 continue
+            if seq.emitted >= seq.kv_limit and not self._grow(seq, seq.emitted, now):
+                return
             self._release_token(seq, now)
             if seq.emitted >= total:
                 deadline += self._tail(seq, latency)
@@ -515,6 +578,42 @@ class Engine:
             seq.itl_delays += delay
             deadline += delay
         self._schedule(seq, deadline)
+
+    def _grow(self, seq: Sequence, outputs: int, now: float) -> bool:
+        """Gives `seq` the blocks for its prompt and `outputs` output tokens of KV. With too
+        few free, the newest running sequences are preempted, as vLLM V1 does, until there
+        is room or `seq` is the newest: then `seq` is preempted itself, or, running alone,
+        ends at the length the cache holds. False if `seq` stops running."""
+        kv = self.kv
+        assert kv is not None
+        tokens = seq.prompt_tokens + outputs
+        while not kv.cache.grow(seq.uid, tokens):
+            victim = next(reversed(self._running.values()))
+            if victim is seq and len(self._running) == 1:
+                _keep_released(seq)  # nothing else will ever free a block for it
+                seq.finish_reason = Finish.LENGTH
+                self._finish(seq, now)
+                return False
+            self._preempt(victim)
+            if victim is seq:
+                return False
+        self._set_kv_limit(seq)
+        return True
+
+    def _preempt(self, seq: Sequence) -> None:
+        """Frees a running sequence's slot and blocks; it waits at the head of the queue and
+        is recomputed when it runs again (vLLM V1's recompute preemption)."""
+        self._release(seq)
+        seq.state = SeqState.WAITING
+        seq.preemptions += 1
+        seq.kv_limit = NO_KV_LIMIT
+        heap = self._heap
+        if any(entry[2] is seq for entry in heap):
+            heap[:] = [entry for entry in heap if entry[2] is not seq]
+            heapq.heapify(heap)
+        self._queue.appendleft(seq)
+        self.num_waiting += 1
+        self.observer.sequence_preempted(seq)
 
     def _release_token(self, seq: Sequence, now: float) -> None:
         """Releases the next token of `seq` at `now`. Its gap since the previous release
@@ -607,6 +706,7 @@ class Engine:
     def _release(self, seq: Sequence) -> None:
         """Gives back what a running sequence holds: its slot, KV blocks and LoRA slot use."""
         self.num_running -= 1
+        self._running.pop(seq.uid, None)
         try:
             if self.kv is not None:
                 self.kv.cache.finish(seq.uid)

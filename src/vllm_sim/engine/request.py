@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,8 @@ class Prompt:
     echo_text: str | None = None
     # Multimodal features (render shape), so image blocks hash with their image.
     features: Mapping[str, Mapping[str, Any]] | None = None
-    block_hashes: list[int] | None = None  # set by the engine when the KV cache is on
+    # Its full blocks' hashes, set by the engine at submission (none: no prefix caching).
+    block_hashes: Sequence[int] = ()
     # The cached prefix (tokens) when the prompt's first sequence looked it up: what the
     # request found in the cache, before its own copies stored anything.
     first_hit: int | None = None

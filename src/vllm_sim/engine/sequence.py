@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from vllm_sim.engine.request import GenerationRequest, Prompt
 
 
+NO_KV_LIMIT = 1 << 62
+
+
 class SeqState(enum.Enum):
     WAITING = "waiting"
     RUNNING = "running"
@@ -35,10 +38,12 @@ class Sequence:
         "finish_reason",
         "index",
         "itl_delays",
+        "kv_limit",
         "latency",
         "lora_slot",
         "output_ids",
         "output_pieces",
+        "preemptions",
         "prompt",
         "prompt_index",
         "request",
@@ -97,6 +102,10 @@ class Sequence:
         self.t_last_token = 0.0  # when the latest token was released
         self.t_finished: float | None = None
         self.lora_slot = 0  # the adapter's 1-based slot while a LoRA sequence runs
+        # Tokens are released without asking the KV cache while `emitted` is below this:
+        # the blocks held have room for their KV (see Engine._grow).
+        self.kv_limit = NO_KV_LIMIT
+        self.preemptions = 0  # times its KV was freed to be recomputed
 
     @property
     def prompt_tokens(self) -> int:

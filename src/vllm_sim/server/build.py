@@ -160,7 +160,7 @@ def cache_shape(cfg: Config, rank: int) -> CacheShape:
         block_size=cfg.block_size,
         num_gpu_blocks=cfg.kv_cache_size,
         max_model_len=cfg.max_model_len,
-        prefix_caching=cfg.enable_kvcache,
+        prefix_caching=cfg.enable_prefix_caching,
         engine=str(rank),
         gpu_memory_utilization=float(getattr(cfg, "gpu_memory_utilization", 0.92)),
         cache_dtype=str(getattr(cfg, "kv_cache_dtype", "auto")),
@@ -205,12 +205,11 @@ def _fake_metrics(metrics: VllmMetrics, engine: Engine, cfg: Config) -> FakeMetr
 
 def _kv_cache(
     cfg: Config, port: int, rank: int, background: list[Callable[[], Coroutine[Any, Any, None]]]
-) -> KvCacheManager | None:
-    """The prefix cache and its event publisher, when --enable-kvcache is on."""
-    if not cfg.enable_kvcache:
-        return None
+) -> KvCacheManager:
+    """The KV cache, always accounted as in vLLM; with --enable-kvcache (the reference's
+    switch) its cache-hit threshold and, given an endpoint, its KV event publisher."""
     publish = None
-    if cfg.zmq_endpoint:
+    if cfg.enable_kvcache and cfg.zmq_endpoint:
         publisher = KvEventPublisher(
             offset_endpoint(cfg.zmq_endpoint, rank),
             topic_for(cfg.pod_ip, port, cfg.model),
@@ -234,4 +233,10 @@ def _kv_cache(
         background.append(run_publisher)
     cache = BlockCache(cfg.kv_cache_size, cfg.block_size, publish)
     cache.loaded_models.update([cfg.model, *cfg.served_model_name])
-    return KvCacheManager(cache, cfg.hash_seed, cfg.global_cache_hit_threshold)
+    return KvCacheManager(
+        cache,
+        cfg.hash_seed,
+        cfg.global_cache_hit_threshold,
+        prefix_caching=cfg.enable_prefix_caching,
+        thresholds=cfg.enable_kvcache,
+    )

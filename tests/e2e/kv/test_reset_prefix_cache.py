@@ -1,6 +1,6 @@
 """POST /reset_prefix_cache (dev mode): the prefix cache is emptied with one AllBlocksCleared
 event, as vLLM's is, and, as there, not while running requests hold blocks unless
-`reset_running_requests` is set."""
+`reset_running_requests` is set: they are then preempted, and recomputed after the reset."""
 
 from __future__ import annotations
 
@@ -57,9 +57,15 @@ def test_running_requests_keep_the_cache_unless_reset_running_requests() -> None
         _reset(client)  # refused while it holds them: vLLM answers 200 all the same
         sub.quiet(0.3)
         _reset(client, reset_running_requests="true")
-        assert sub.take_events(1) == [Cleared()]
+        # Preempted, then recomputed: its prompt's blocks are stored again.
+        cleared, stored = sub.take_events(2)
+        assert cleared == Cleared() and isinstance(stored, Stored)
+        assert stored.token_ids == tokens
         running.join(timeout=10)
         assert answers and not running.is_alive()
+        assert cached_tokens(answers[0]) == 0
+        preemptions = client.get("/metrics").text
+        assert 'vllm:num_preemptions_total{engine="0",model_name=' in preemptions
         sub.quiet()
         bad = client.post("/reset_prefix_cache", params={"reset_running_requests": "sure"})
         assert bad.status_code == 400

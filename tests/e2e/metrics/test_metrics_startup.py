@@ -147,7 +147,7 @@ def test_cache_config_info_labels_come_from_the_flags(first: Metrics) -> None:
     assert labels["num_gpu_blocks"] == "16"
     assert labels["kv_cache_size_tokens"] == "128"
     assert labels["kv_cache_max_concurrency"] == str(128 / 600)
-    assert labels["enable_prefix_caching"] == "False"  # no --enable-kvcache
+    assert labels["enable_prefix_caching"] == "True"  # on by default, as in vLLM
     assert labels["engine"] == "0"
     assert "model_name" not in labels
 

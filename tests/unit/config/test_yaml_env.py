@@ -47,7 +47,7 @@ def test_defaults_match_the_spec() -> None:
         "min_tool_call_number_param": 0.0, "max_tool_call_array_param_length": 5,
         "min_tool_call_array_param_length": 1, "tool_call_not_required_param_probability": 50,
         "object_tool_call_not_required_field_probability": 50,
-        "tool_call_extra_call_probability": 45, "enable_kvcache": False, "kv_cache_size": 1024,
+        "tool_call_extra_call_probability": 45, "enable_kvcache": False, "kv_cache_size": 32768,
         "block_size": 16, "hash_seed": "", "zmq_endpoint": "tcp://127.0.0.1:5557",
         "event_batch_size": 16, "use_vllm_map_event_format": False,
         "kv_events_replay_endpoint": "", "kv_events_replay_queue_size": 1024,

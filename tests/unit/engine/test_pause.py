@@ -12,7 +12,7 @@ from vllm_sim.engine.core import Engine, EngineLimits, PauseMode
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.toolcalls import ToolCallOutput
 from vllm_sim.engine.kvcache.cache import BlockCache
-from vllm_sim.engine.kvcache.events import AllBlocksCleared, KvEvent
+from vllm_sim.engine.kvcache.events import AllBlocksCleared, BlockStored, KvEvent
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
@@ -181,9 +181,13 @@ def test_reset_prefix_cache_refuses_while_blocks_are_held() -> None:
         assert isinstance(events[-1], AllBlocksCleared)
         assert not engine.kv.cache.unused
         running = engine.submit(request(prompt_tokens=8))
+        seq = running.sequences[0]
         assert engine.reset_prefix_cache(reset_running=True) is True
-        assert isinstance(events[-1], AllBlocksCleared) and not engine.kv.cache.used
-        await running.wait_done()  # it runs on, its blocks no longer cached
+        # Preempted, the cache cleared, then recomputed at once: its blocks stored again.
+        assert isinstance(events[-2], AllBlocksCleared) and isinstance(events[-1], BlockStored)
+        assert seq.preemptions == 1 and engine.num_running == 1
+        await running.wait_done()
+        assert seq.finished and len(seq.output_ids) == 3 and seq.emitted == 3
 
     run(scenario)
 

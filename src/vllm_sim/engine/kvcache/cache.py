@@ -1,14 +1,20 @@
-"""The simulated prefix cache: full blocks, shared and reference-counted, evicted LRU.
+"""The simulated KV cache: every block a running sequence holds, and the prefix cache.
 
-A block is keyed by (hash, model) so the base model and each LoRA keep separate chains.
-Blocks held by running sequences are `used` (with a reference count); released blocks stay
-cached in `unused` in release order until evicted, oldest first, blocks of models that are
-no longer loaded (LoRAs whose slot was taken) before any other. Hits count the longest
-cached prefix, as vLLM's prefix cache does. Every change is reported as a KV event.
+A sequence holds one block per `block_size` tokens of its prompt and its output, as in
+vLLM. The prompt's full blocks are the prefix cache's: keyed by (hash, model) so the base
+model and each LoRA keep separate chains, shared and reference-counted while `used`, and
+once released kept cached in `unused` in release order until evicted, oldest first, blocks
+of models that are no longer loaded (LoRAs whose slot was taken) before any other. Hits
+count the longest cached prefix, as vLLM's prefix cache does, and each stored or evicted
+prefix block is reported as a KV event. The rest (a prompt's partial last block, the
+output's blocks, and every block when prefix caching is off) are the sequence's own:
+counted, never shared, never reported. Cached blocks nobody holds count as free, as in
+vLLM's usage figure.
 """
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,37 +37,94 @@ class BlockCache:
         self.capacity = capacity
         self.block_size = block_size
         self._publish = publish or (lambda _event: None)
+        self._publishing = publish is not None
         self.used: dict[BlockKey, int] = {}
         self.unused: OrderedDict[BlockKey, None] = OrderedDict()  # oldest release first
         self._tokens: dict[BlockKey, tuple[int, ...]] = {}
         self._held: dict[int, list[BlockKey]] = {}
+        self._own: dict[int, int] = {}  # sequence uid -> blocks of its own (not shared)
+        self.own_blocks = 0
         self.loaded_models: set[str] = set()
         self.disabled = False
 
     @property
+    def held_blocks(self) -> int:
+        """Blocks held by running sequences."""
+        return len(self.used) + self.own_blocks
+
+    @property
+    def free_blocks(self) -> int:
+        """Blocks a sequence may still take (cached blocks nobody holds are evicted)."""
+        return self.capacity - len(self.used) - self.own_blocks
+
+    @property
     def usage(self) -> float:
         """Fraction of the cache held by running sequences (idle cached blocks are free)."""
-        return len(self.used) / self.capacity if self.capacity else 0.0
+        return self.held_blocks / self.capacity if self.capacity else 0.0
 
-    def blocks_needed(self, hashes: Sequence[int], model: str) -> int:
-        """Blocks a sequence would newly hold: what admission must find room for."""
+    def blocks_for(self, tokens: int) -> int:
+        return math.ceil(tokens / self.block_size)
+
+    def blocks_of(self, uid: int) -> int:
+        """Blocks the sequence holds now."""
+        return len(self._held.get(uid, ())) + self._own.get(uid, 0)
+
+    def blocks_needed(self, hashes: Sequence[int], model: str, tokens: int) -> int:
+        """Blocks a sequence of `tokens` (its prompt's full blocks hashed) would newly take:
+        what admission must find room for."""
         if self.disabled:
             return 0
         used = self.used
-        return sum(1 for h in hashes if (h, model) not in used)
+        shared = sum(1 for h in hashes if (h, model) not in used)
+        return shared + max(self.blocks_for(tokens) - len(hashes), 0)
 
-    def fits(self, hashes: Sequence[int], model: str) -> bool:
-        return len(self.used) + self.blocks_needed(hashes, model) <= self.capacity
+    def fits(self, hashes: Sequence[int], model: str, tokens: int) -> bool:
+        return self.blocks_needed(hashes, model, tokens) <= self.free_blocks
 
     def start(
-        self, uid: int, hashes: Sequence[int], tokens: Sequence[int], model: str, lora: Lora | None
+        self,
+        uid: int,
+        hashes: Sequence[int],
+        tokens: Sequence[int],
+        model: str,
+        lora: Lora | None,
+        computed: int,
     ) -> int:
-        """Holds the sequence's blocks; returns how many lead the prompt already cached.
+        """Holds the blocks of a sequence with `computed` tokens of KV (its prompt, and the
+        output of a preempted sequence recomputed); returns how many blocks lead the
+        prompt already cached.
 
         The caller checked `fits` first: admission waits rather than fail.
         """
-        if self.disabled or not hashes:
+        if self.disabled:
             return 0
+        prefix = self._hold_prefix(uid, hashes, tokens, model, lora) if hashes else 0
+        self._take_own(uid, max(self.blocks_for(computed) - len(hashes), 0))
+        return prefix
+
+    def grow(self, uid: int, tokens: int) -> bool:
+        """Gives the sequence room for `tokens` of KV; False, taking nothing, if too few
+        blocks are free."""
+        if self.disabled:
+            return True
+        missing = self.blocks_for(tokens) - self.blocks_of(uid)
+        if missing > self.free_blocks:
+            return False
+        if missing > 0:
+            self._take_own(uid, missing)
+        return True
+
+    def _take_own(self, uid: int, count: int) -> None:
+        if count <= 0:
+            return
+        for _ in range(count):
+            self._make_room()
+            self.own_blocks += 1
+        self._own[uid] = self._own.get(uid, 0) + count
+
+    def _hold_prefix(
+        self, uid: int, hashes: Sequence[int], tokens: Sequence[int], model: str, lora: Lora | None
+    ) -> int:
         keys = [(h, model) for h in hashes]
         prefix = 0
         while prefix < len(keys) and (keys[prefix] in self.used or keys[prefix] in self.unused):
@@ -83,6 +146,8 @@ class BlockCache:
             key = keys[index]
             self._make_room()
             self.used[key] = 1
+            if not self._publishing:
+                continue  # the tokens and runs only feed KV events
             self._tokens[key] = tuple(tokens[index * bs : (index + 1) * bs])
             if new_runs and new_runs[-1][-1] == index - 1:
                 new_runs[-1].append(index)
@@ -94,7 +159,10 @@ class BlockCache:
         return prefix
 
     def finish(self, uid: int) -> None:
-        """Releases the sequence's blocks; those no one holds stay cached, newest last."""
+        """Releases the sequence's blocks; prefix blocks no one holds stay cached, newest
+        last."""
+        own = self._own.pop(uid, 0)
+        self.own_blocks -= own
         keys = self._held.pop(uid, None)
         if keys is None:
             return
@@ -110,21 +178,25 @@ class BlockCache:
                 self.unused[key] = None
 
     def clear(self) -> None:
-        """Forgets every block (sleep): one AllBlocksCleared, no per-block removals."""
+        """Forgets every block, held ones too (sleep, or a reset once the running sequences
+        are preempted): one AllBlocksCleared, no per-block removals."""
         self.used.clear()
         self.unused.clear()
         self._tokens.clear()
         self._held.clear()
+        self._own.clear()
+        self.own_blocks = 0
         self._publish(AllBlocksCleared())
 
     def _make_room(self) -> None:
-        if len(self.used) + len(self.unused) < self.capacity or not self.unused:
+        """Evicts a cached block nobody holds if the cache is full with them."""
+        if len(self.used) + len(self.unused) + self.own_blocks < self.capacity or not self.unused:
             return
         victim = next((k for k in self.unused if k[1] not in self.loaded_models), None)
         if victim is None:
             victim = next(iter(self.unused))
         del self.unused[victim]
-        del self._tokens[victim]
+        self._tokens.pop(victim, None)
         self._publish(BlockRemoved((victim[0],)))
 
     def _stored(self, keys: list[BlockKey], run: list[int], lora: Lora | None) -> None:

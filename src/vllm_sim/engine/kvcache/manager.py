@@ -1,8 +1,10 @@
 """What the engine asks of the KV cache: room at admission, hits at start, release at end.
 
-Hashes are computed once per prompt (shared by its `n` copies) when the request is
-submitted; the cache-hit threshold is decided here too, right after the lookup, so a
-refused request has still stored its blocks, as on a real prefix cache.
+Block accounting is always on, as in vLLM; prefix caching (on by default) makes prompts
+share and find their full blocks. Hashes are computed once per prompt (shared by its `n`
+copies) when the request is submitted; the cache-hit threshold (llm-d's, with
+--enable-kvcache only) is decided right after the lookup, so a refused request has still
+stored its blocks, as on a real prefix cache.
 """
 
 from __future__ import annotations
@@ -18,10 +20,19 @@ _RECENT_PROMPTS = 4096
 
 
 class KvCacheManager:
-    def __init__(self, cache: BlockCache, hash_seed: str, global_threshold: float) -> None:
+    def __init__(
+        self,
+        cache: BlockCache,
+        hash_seed: str,
+        global_threshold: float,
+        prefix_caching: bool = True,
+        thresholds: bool = True,
+    ) -> None:
         self.cache = cache
         self.hash_seed = hash_seed
         self.global_threshold = global_threshold
+        self.prefix_caching = prefix_caching
+        self.thresholds = thresholds  # the cache-hit threshold applies (--enable-kvcache)
         # Prompts repeat (that is what a prefix cache is for): remember recent chains.
         self._recent: OrderedDict[tuple[str, tuple[int, ...]], list[int]] = OrderedDict()
 
@@ -31,8 +42,18 @@ class KvCacheManager:
         model: str,
         features: Mapping[str, Mapping[str, Sequence[object]]] | None = None,
     ) -> list[int]:
-        """The prompt's full-block hashes; 400 if it could never fit in the cache."""
+        """The prompt's full-block hashes (none without prefix caching); 400 if the prompt
+        could never fit in the cache."""
         bs = self.cache.block_size
+        needed = self.cache.blocks_for(len(token_ids))
+        if needed > self.cache.capacity:
+            raise EngineError(
+                Refusal.INVALID,
+                f"the prompt needs {needed} KV-cache blocks of {bs} tokens, more than the "
+                f"whole cache holds ({self.cache.capacity} blocks, --kv-cache-size)",
+            )
+        if not self.prefix_caching:
+            return []
         count = len(token_ids) // bs
         if not features:
             key = (model, tuple(token_ids[: count * bs]))
@@ -46,12 +67,6 @@ class KvCacheManager:
                 self._recent.move_to_end(key)
         else:
             hashes = self._chain(token_ids, model, count, features)
-        if len(hashes) > self.cache.capacity:
-            raise EngineError(
-                Refusal.INVALID,
-                f"the prompt needs {len(hashes)} KV-cache blocks of {bs} tokens, more than the "
-                f"whole cache holds ({self.cache.capacity} blocks, --kv-cache-size)",
-            )
         return hashes
 
     def _chain(
@@ -74,6 +89,8 @@ class KvCacheManager:
 
     def threshold(self, requested: float | None) -> float | None:
         """The hit-rate threshold in force: the request's if valid, else the global one."""
+        if not self.thresholds:
+            return None
         if requested is not None and 0.0 <= requested <= 1.0:
             return requested
         return self.global_threshold if self.global_threshold > 0 else None
@@ -85,6 +102,8 @@ class KvCacheManager:
         token_ids: Sequence[int],
         model: str,
         lora: Lora | None,
+        computed: int,
     ) -> int:
-        """Holds the blocks; returns the cached prefix in tokens."""
-        return self.cache.start(uid, hashes, token_ids, model, lora) * self.cache.block_size
+        """Holds the blocks for `computed` tokens of KV; returns the cached prefix in tokens."""
+        blocks = self.cache.start(uid, hashes, token_ids, model, lora, computed)
+        return blocks * self.cache.block_size
