@@ -113,13 +113,13 @@ def _tool_mode(call: Call[ChatRequest]) -> ToolMode:
 
 
 def _prompt(ctx: ApiContext, messages: list[ChatMessage]) -> Prompt:
-    """The rendered conversation's tokens; with the KV cache on, its media features too,
+    """The rendered conversation's tokens; with prefix caching on, its media features too,
     so that blocks holding an image hash with that image."""
     conversation = read_conversation(messages)
     turns = conversation.turns
     echo_text = turns[-1].text if turns else ""
     text = ctx.tokenizer.render_chat(turns)
-    if not (ctx.settings.kv_enabled and conversation.media):
+    if not (ctx.settings.prefix_caching and conversation.media):
         return Prompt(ctx.tokenizer.encode(text), echo_text)
     ids, pieces = ctx.tokenizer.tokenize(text)
     return Prompt(ids, echo_text, mm_features(conversation, ctx.tokenizer, pieces))

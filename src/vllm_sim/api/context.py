@@ -62,7 +62,7 @@ class ServingSettings:
     max_request_output_tokens: int = 0  # 0: no limit
     block_size: int = 16
     pod_ip: str = ""
-    kv_enabled: bool = False
+    prefix_caching: bool = True  # prompts carry their media features, for block hashes
     mm_encoder_only: bool = False
     skip_tool_validation: bool = False
     default_embedding_dimensions: int = 384

@@ -1,9 +1,13 @@
-"""The simulated engine: admission, the waiting queue, running slots and the token clock.
+"""The simulated engine: admission, the waiting queue, running slots, KV blocks with
+preemption, and the token clock.
 
 One engine per served instance (or data-parallel rank). Everything runs on the event
 loop's thread, so state needs no locks. A single timer serves every running sequence: it
 wakes at the earliest token deadline and releases every token that is due, so that delays
 never accumulate scheduling lag and a thousand streams cost one timer, not a thousand.
+A token is released only once its sequence holds the KV blocks for everything before it;
+a sequence that cannot get a block takes one from the newest running sequence, which is
+preempted and recomputed later, as vLLM V1 schedules (see `_grow`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from vllm_sim.engine.clock import LoopScheduler, Scheduler, TimerHandle
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.errors import EngineError, Refusal, RequestAborted
 from vllm_sim.engine.finish import Finish
-from vllm_sim.engine.kvcache.cache import Lora
+from vllm_sim.engine.kvcache.cache import BlockCache, Lora
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencyModel, LatencySettings
 from vllm_sim.engine.lora import LoraRegistry, LoraSlots
@@ -409,7 +413,7 @@ class Engine:
         """Room for its prompt (and the output a preempted sequence recomputes)."""
         kv = self.kv
         return kv is None or kv.cache.fits(
-            seq.prompt.block_hashes, seq.request.model, seq.prompt_tokens + seq.emitted
+            seq.prompt.block_hashes, seq.request.model, len(seq.prompt.token_ids) + seq.emitted
         )
 
     def _start(self, seq: Sequence) -> None:
@@ -483,7 +487,7 @@ class Engine:
             prompt.first_hit = seq.cached_tokens
         if request.force_cache_threshold:
             return True
-        if kv is None:
+        if kv is None or not kv.thresholds:
             return False
         # Every copy decides on what the request found, not on what a sibling just stored.
         threshold = kv.threshold(request.cache_hit_threshold)
@@ -494,29 +498,22 @@ class Engine:
         """Takes the blocks for `computed` tokens of KV; returns the prompt's cached tokens."""
         kv = self.kv
         assert kv is not None
-        request = seq.request
+        cache, request, prompt = kv.cache, seq.request, seq.prompt
         lora = Lora(seq.lora_slot, request.lora) if request.lora else None
-        cached = kv.start(
-            seq.uid, seq.prompt.block_hashes, seq.prompt.token_ids, request.model, lora, computed
+        bs = cache.block_size
+        blocks = -(-computed // bs)
+        cached = cache.start(
+            seq.uid, prompt.block_hashes, prompt.token_ids, request.model, lora, blocks
         )
-        self._set_kv_limit(seq)
-        return cached
-
-    def _set_kv_limit(self, seq: Sequence) -> None:
-        """Token k+1 needs the KV of the prompt and k output tokens: while `emitted` is
-        below the limit, the blocks held have room for it."""
-        cache = self.kv.cache if self.kv is not None else None
-        if cache is None or cache.disabled:
-            seq.kv_limit = NO_KV_LIMIT
-            return
-        seq.kv_limit = cache.blocks_of(seq.uid) * cache.block_size - seq.prompt_tokens + 1
+        _set_kv_limit(seq, blocks, len(prompt.token_ids), cache)
+        return cached * bs
 
     def _context_limit(self) -> int:
         """The longest sequence: the context, or all the KV cache holds if that is less."""
         limit = self.limits.max_model_len
-        if self.kv is not None:
-            cache = self.kv.cache
-            limit = min(limit, cache.capacity * cache.block_size)
+        kv = self.kv
+        if kv is not None:
+            limit = min(limit, kv.cache.capacity * kv.cache.block_size)
         return limit
 
     def _resume_preempted(self, seq: Sequence) -> None:
@@ -586,8 +583,10 @@ class Engine:
         ends at the length the cache holds. False if `seq` stops running."""
         kv = self.kv
         assert kv is not None
-        tokens = seq.prompt_tokens + outputs
-        while not kv.cache.grow(seq.uid, tokens):
+        cache = kv.cache
+        prompt_tokens = len(seq.prompt.token_ids)
+        blocks = -(-(prompt_tokens + outputs) // cache.block_size)
+        while not cache.grow(seq.uid, blocks - seq.kv_blocks):
             victim = next(reversed(self._running.values()))
             if victim is seq and len(self._running) == 1:
                 _keep_released(seq)  # nothing else will ever free a block for it
@@ -597,7 +596,7 @@ class Engine:
             self._preempt(victim)
             if victim is seq:
                 return False
-        self._set_kv_limit(seq)
+        _set_kv_limit(seq, blocks, prompt_tokens, cache)
         return True
 
     def _preempt(self, seq: Sequence) -> None:
@@ -820,6 +819,13 @@ class Engine:
                     self.observer.sequence_failed(seq)
             except Exception:  # its slot and queue place are given back already
                 log.exception("releasing request %s failed", seq.request.request_id)
+
+
+def _set_kv_limit(seq: Sequence, blocks: int, prompt_tokens: int, cache: BlockCache) -> None:
+    """Token k+1 needs the KV of the prompt and k output tokens: while `emitted` is below
+    the limit, the `blocks` held have room for it (no limit while the cache sleeps)."""
+    seq.kv_blocks = blocks
+    seq.kv_limit = NO_KV_LIMIT if cache.disabled else blocks * cache.block_size - prompt_tokens + 1
 
 
 def _keep_released(seq: Sequence) -> None:

@@ -38,6 +38,7 @@ class Sequence:
         "finish_reason",
         "index",
         "itl_delays",
+        "kv_blocks",
         "kv_limit",
         "latency",
         "lora_slot",
@@ -105,6 +106,7 @@ class Sequence:
         # Tokens are released without asking the KV cache while `emitted` is below this:
         # the blocks held have room for their KV (see Engine._grow).
         self.kv_limit = NO_KV_LIMIT
+        self.kv_blocks = 0  # KV blocks held while running
         self.preemptions = 0  # times its KV was freed to be recomputed
 
     @property

@@ -75,7 +75,7 @@ def serving_settings(cfg: Config, port: int) -> ServingSettings:
     renamed = {
         "served_model_names": "served_model_name",
         "base_model": "model",
-        "kv_enabled": "enable_kvcache",
+        "prefix_caching": "enable_prefix_caching",
         "echo_request_id": "enable_request_id_headers",
         "prompt_tokens_details": "enable_prompt_tokens_details",
     }

@@ -14,7 +14,6 @@ vLLM's usage figure.
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,11 +62,7 @@ class BlockCache:
         return self.held_blocks / self.capacity if self.capacity else 0.0
 
     def blocks_for(self, tokens: int) -> int:
-        return math.ceil(tokens / self.block_size)
-
-    def blocks_of(self, uid: int) -> int:
-        """Blocks the sequence holds now."""
-        return len(self._held.get(uid, ())) + self._own.get(uid, 0)
+        return -(-tokens // self.block_size)
 
     def blocks_needed(self, hashes: Sequence[int], model: str, tokens: int) -> int:
         """Blocks a sequence of `tokens` (its prompt's full blocks hashed) would newly take:
@@ -79,7 +74,10 @@ class BlockCache:
         return shared + max(self.blocks_for(tokens) - len(hashes), 0)
 
     def fits(self, hashes: Sequence[int], model: str, tokens: int) -> bool:
-        return self.blocks_needed(hashes, model, tokens) <= self.free_blocks
+        free = self.capacity - len(self.used) - self.own_blocks
+        if -(-tokens // self.block_size) <= free:
+            return True  # fits even if nothing is shared: the common case, counted cheaply
+        return self.blocks_needed(hashes, model, tokens) <= free
 
     def start(
         self,
@@ -88,58 +86,65 @@ class BlockCache:
         tokens: Sequence[int],
         model: str,
         lora: Lora | None,
-        computed: int,
+        blocks: int,
     ) -> int:
-        """Holds the blocks of a sequence with `computed` tokens of KV (its prompt, and the
-        output of a preempted sequence recomputed); returns how many blocks lead the
-        prompt already cached.
+        """Holds `blocks` blocks for a sequence (its prompt's, and for a preempted sequence
+        recomputed, its output's), the prompt's full ones by `hashes`; returns how many lead
+        the prompt already cached.
 
         The caller checked `fits` first: admission waits rather than fail.
         """
         if self.disabled:
             return 0
         prefix = self._hold_prefix(uid, hashes, tokens, model, lora) if hashes else 0
-        self._take_own(uid, max(self.blocks_for(computed) - len(hashes), 0))
+        self.take(uid, blocks - len(hashes))
         return prefix
 
-    def grow(self, uid: int, tokens: int) -> bool:
-        """Gives the sequence room for `tokens` of KV; False, taking nothing, if too few
-        blocks are free."""
+    def grow(self, uid: int, count: int) -> bool:
+        """Gives the sequence `count` more blocks; False, taking nothing, if too few are
+        free."""
         if self.disabled:
             return True
-        missing = self.blocks_for(tokens) - self.blocks_of(uid)
-        if missing > self.free_blocks:
+        if count > self.capacity - len(self.used) - self.own_blocks:
             return False
-        if missing > 0:
-            self._take_own(uid, missing)
+        self.take(uid, count)
         return True
 
-    def _take_own(self, uid: int, count: int) -> None:
+    def take(self, uid: int, count: int) -> None:
+        """Gives the sequence `count` blocks of its own, evicting cached ones if needed."""
         if count <= 0:
+            return
+        own = self._own
+        own[uid] = own.get(uid, 0) + count
+        if len(self.used) + len(self.unused) + self.own_blocks + count <= self.capacity:
+            self.own_blocks += count  # room without evicting anything
             return
         for _ in range(count):
             self._make_room()
             self.own_blocks += 1
-        self._own[uid] = self._own.get(uid, 0) + count
 
     def _hold_prefix(
         self, uid: int, hashes: Sequence[int], tokens: Sequence[int], model: str, lora: Lora | None
     ) -> int:
         keys = [(h, model) for h in hashes]
-        prefix = 0
-        while prefix < len(keys) and (keys[prefix] in self.used or keys[prefix] in self.unused):
-            prefix += 1
+        used, unused = self.used, self.unused
         # Hold every block already present before making room for the new ones, so that
-        # eviction can never take a block this very request is about to reuse.
+        # eviction can never take a block this very request is about to reuse. The cached
+        # prefix ends at the first block not present.
         missing: list[int] = []
         for index, key in enumerate(keys):
-            if key in self.used:
-                self.used[key] += 1
-            elif key in self.unused:
-                del self.unused[key]
-                self.used[key] = 1
+            count = used.get(key)
+            if count is not None:
+                used[key] = count + 1
+            elif key in unused:
+                del unused[key]
+                used[key] = 1
             else:
                 missing.append(index)
+        self._held[uid] = keys
+        if not missing:
+            return len(keys)
+        prefix = missing[0]
         new_runs: list[list[int]] = []  # runs of consecutive block indices not cached
         bs = self.block_size
         for index in missing:
@@ -155,7 +160,6 @@ class BlockCache:
                 new_runs.append([index])
         for run in new_runs:
             self._stored(keys, run, lora)
-        self._held[uid] = keys
         return prefix
 
     def finish(self, uid: int) -> None:

@@ -1,4 +1,5 @@
-"""What the engine asks of the KV cache: room at admission, hits at start, release at end.
+"""The KV cache's settings and the prompt's block hashes; the engine holds and releases
+blocks on the cache itself (`cache.BlockCache`), once per sequence.
 
 Block accounting is always on, as in vLLM; prefix caching (on by default) makes prompts
 share and find their full blocks. Hashes are computed once per prompt (shared by its `n`
@@ -13,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from vllm_sim.engine.errors import EngineError, Refusal
-from vllm_sim.engine.kvcache.cache import BlockCache, Lora
+from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.hashing import block_hashes, mm_block_extras
 
 _RECENT_PROMPTS = 4096
@@ -41,20 +42,20 @@ class KvCacheManager:
         token_ids: Sequence[int],
         model: str,
         features: Mapping[str, Mapping[str, Sequence[object]]] | None = None,
-    ) -> list[int]:
+    ) -> Sequence[int]:
         """The prompt's full-block hashes (none without prefix caching); 400 if the prompt
         could never fit in the cache."""
         bs = self.cache.block_size
-        needed = self.cache.blocks_for(len(token_ids))
+        needed = -(-len(token_ids) // bs)
         if needed > self.cache.capacity:
             raise EngineError(
                 Refusal.INVALID,
                 f"the prompt needs {needed} KV-cache blocks of {bs} tokens, more than the "
                 f"whole cache holds ({self.cache.capacity} blocks, --kv-cache-size)",
             )
-        if not self.prefix_caching:
-            return []
         count = len(token_ids) // bs
+        if not count or not self.prefix_caching:
+            return ()
         if not features:
             key = (model, tuple(token_ids[: count * bs]))
             hashes = self._recent.get(key)
@@ -94,16 +95,3 @@ class KvCacheManager:
         if requested is not None and 0.0 <= requested <= 1.0:
             return requested
         return self.global_threshold if self.global_threshold > 0 else None
-
-    def start(
-        self,
-        uid: int,
-        hashes: Sequence[int],
-        token_ids: Sequence[int],
-        model: str,
-        lora: Lora | None,
-        computed: int,
-    ) -> int:
-        """Holds the blocks for `computed` tokens of KV; returns the cached prefix in tokens."""
-        blocks = self.cache.start(uid, hashes, token_ids, model, lora, computed)
-        return blocks * self.cache.block_size
