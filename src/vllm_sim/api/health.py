@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response
-from vllm_sim.metrics.exposition import Exposition
+from vllm_sim.metrics.exposition import CONTENT_TYPE, Exposition
 
 
 class Readiness:
@@ -37,7 +37,6 @@ def readiness_handler(readiness: Readiness) -> Handler:
 
 def metrics_handler(exposition: Exposition) -> Handler:
     async def metrics(request: HttpRequest) -> AnyResponse:
-        body, content_type = exposition.scrape(request.fields.get(b"accept"))
-        return Response(200, body, content_type)
+        return Response(200, exposition.scrape(), CONTENT_TYPE)
 
     return metrics

@@ -4,11 +4,16 @@ The registry holds what vLLM's holds, in its order: the client library's garbage
 platform (`python_info`) and process collectors, then the simulator's families (vLLM's
 engine families, then the HTTP families of its instrumentator), each a collector that turns
 the simulator's own series into metric families when scraped.
+
+GET /metrics is answered by vLLM's HTTP instrumentator: the classic text format with the
+client library's latest content type, whatever the Accept header asks (so Prometheus, which
+asks for OpenMetrics, still reads the `vllm:` names with their colons; the library's
+OpenMetrics writer would escape them to underscores), and never compressed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -18,18 +23,11 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.metrics_core import Metric
-from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from vllm_sim.metrics.families import Family
 
-# vLLM answers the classic text format with the client library's latest content type
-# (version 1.0.0 since prometheus_client 0.22), and OpenMetrics to a scraper that names
-# `openmetrics` anywhere in its Accept header (Prometheus does by default).
-CONTENT_TYPE_TEXT = CONTENT_TYPE_LATEST.encode()
-CONTENT_TYPE_OPENMETRICS = b"application/openmetrics-text; version=1.0.0; charset=utf-8"
-# The OpenMetrics writer has no annotations, hence the typed alias.
-openmetrics_latest: Callable[[Collector], bytes] = openmetrics.generate_latest
+CONTENT_TYPE = CONTENT_TYPE_LATEST.encode()  # text/plain; version=1.0.0; charset=utf-8
 
 
 class Families:
@@ -60,11 +58,9 @@ class Exposition:
         for collector in collectors:
             self.registry.register(collector)
 
-    def scrape(self, accept: bytes | None) -> tuple[bytes, bytes]:
-        """(body, content type) for a scraper that sent this Accept header."""
-        if accept is not None and b"openmetrics" in accept.lower():
-            return openmetrics_latest(self.registry), CONTENT_TYPE_OPENMETRICS
-        return generate_latest(self.registry), CONTENT_TYPE_TEXT
+    def scrape(self) -> bytes:
+        """The page, in the classic text format (its content type is CONTENT_TYPE)."""
+        return generate_latest(self.registry)
 
 
 def render(collector: Collector) -> str:

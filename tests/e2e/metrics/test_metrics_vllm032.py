@@ -15,6 +15,7 @@ import pytest
 from tests.support.metrics import (
     CHAT,
     COMPLETIONS,
+    METRICS_CONTENT_TYPE,
     PARAMS_MAX_TOKENS,
     PARAMS_N,
     Metrics,
@@ -111,14 +112,22 @@ def test_every_counter_and_histogram_series_has_its_created_sample(page: Metrics
         assert all(value > 1.7e9 for _, value in created), family  # a Unix time
 
 
-def test_openmetrics_when_the_scraper_asks(sim: SimServer) -> None:
-    accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
-    response = httpx.get(sim.url + "/metrics", headers={"accept": accept}, timeout=10)
-    assert response.headers["content-type"] == (
-        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+def test_classic_text_whatever_the_scraper_asks(sim: SimServer) -> None:
+    """vLLM's instrumentator answers GET /metrics in the classic format even to Prometheus,
+    which asks for OpenMetrics (whose writer would turn `vllm:` into `vllm_` in the sample
+    names, and break every dashboard query), and never gzips it."""
+    accept = (
+        "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+        "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
     )
-    assert response.text.endswith("# EOF\n")
-    assert "# TYPE vllm:prompt_tokens counter\n" in response.text
+    headers = {"accept": accept, "accept-encoding": "gzip"}
+    response = httpx.get(sim.url + "/metrics", headers=headers, timeout=10)
+    assert response.headers["content-type"] == METRICS_CONTENT_TYPE
+    assert "content-encoding" not in response.headers
+    assert "# EOF" not in response.text
+    assert "# TYPE vllm:prompt_tokens_total counter\n" in response.text
+    assert "\nvllm:prompt_tokens_total{" in response.text
+    assert "\nvllm_" not in response.text
 
 
 def test_http_families_count_by_handler_method_and_status(sim: SimServer) -> None:
