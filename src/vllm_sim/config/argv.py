@@ -15,6 +15,7 @@ argv into flag occurrences (stopping at `--help` or the first syntax error), the
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -317,15 +318,21 @@ class _Walker:
             return self._missing_value(target)
         self.index += 1
 
-    def _vllm_list(self, target: Target, has_value: bool, value: str) -> None:
-        """nargs='+': the items up to the next option-like item; a repeat replaces."""
+    def _values(
+        self, has_value: bool, value: str, ends: Callable[[str], bool]
+    ) -> tuple[tuple[str, ...], int]:
+        """A list flag's values: its `=value`, or the items after it up to the first that
+        `ends` the list; and the index past them."""
         end = self.index + 1
         if has_value:
-            texts: tuple[str, ...] = (value,)
-        else:
-            while end < len(self.argv) and not looks_like_option(self.argv[end]):
-                end += 1
-            texts = tuple(self.argv[self.index + 1 : end])
+            return (value,), end
+        while end < len(self.argv) and not ends(self.argv[end]):
+            end += 1
+        return tuple(self.argv[self.index + 1 : end]), end
+
+    def _vllm_list(self, target: Target, has_value: bool, value: str) -> None:
+        """nargs='+': the items up to the next option-like item; a repeat replaces."""
+        texts, end = self._values(has_value, value, looks_like_option)
         if not texts:
             return self._stop(f"argument {target.display}: expected at least one argument")
         self._record(target, texts=texts)
@@ -335,13 +342,9 @@ class _Walker:
     def _list(self, setting: Setting, has_value: bool, value: str) -> None:
         """Values run until the next `--` item and empty items are skipped, like the reference's
         pre-scan of list flags, so `--served-model-name a b` gives two names."""
-        end = self.index + 1
-        if has_value:
-            texts: tuple[str, ...] = (value,)
-        else:
-            while end < len(self.argv) and not _ends_reference_list(self.argv[end]):
-                end += 1
-            texts = tuple(item for item in self.argv[self.index + 1 : end] if item)
+        texts, end = self._values(has_value, value, _ends_reference_list)
+        if not has_value:
+            texts = tuple(item for item in texts if item)
         # A repeatable flag (--api-key) given nothing must not quietly mean "no key".
         if (setting.kind.needs_value or setting.repeatable) and not texts:
             return self._stop(f"flag needs an argument: --{setting.key}")

@@ -176,7 +176,7 @@ class Engine:
         if kv.cache.held_blocks and not reset_running:
             return False
         while self._running:  # vLLM preempts them: they recompute once the cache is empty
-            self._preempt(next(reversed(self._running.values())))
+            self._preempt(self._newest_running())
         kv.cache.clear()
         self._new_turn()
         self._admit()
@@ -500,13 +500,12 @@ class Engine:
         assert kv is not None
         cache, request, prompt = kv.cache, seq.request, seq.prompt
         lora = Lora(seq.lora_slot, request.lora) if request.lora else None
-        bs = cache.block_size
-        blocks = -(-computed // bs)
+        blocks = cache.blocks_for(computed)
         cached = cache.start(
             seq.uid, prompt.block_hashes, prompt.token_ids, request.model, lora, blocks
         )
         _set_kv_limit(seq, blocks, len(prompt.token_ids), cache)
-        return cached * bs
+        return cached * cache.block_size
 
     def _context_limit(self) -> int:
         """The longest sequence: the context, or all the KV cache holds if that is less."""
@@ -585,9 +584,9 @@ class Engine:
         assert kv is not None
         cache = kv.cache
         prompt_tokens = len(seq.prompt.token_ids)
-        blocks = -(-(prompt_tokens + outputs) // cache.block_size)
+        blocks = cache.blocks_for(prompt_tokens + outputs)
         while not cache.grow(seq.uid, blocks - seq.kv_blocks):
-            victim = next(reversed(self._running.values()))
+            victim = self._newest_running()
             if victim is seq and len(self._running) == 1:
                 _keep_released(seq)  # nothing else will ever free a block for it
                 seq.finish_reason = Finish.LENGTH
@@ -598,6 +597,10 @@ class Engine:
                 return False
         _set_kv_limit(seq, blocks, prompt_tokens, cache)
         return True
+
+    def _newest_running(self) -> Sequence:
+        """The running sequence admitted last: the one vLLM V1 preempts first."""
+        return next(reversed(self._running.values()))
 
     def _preempt(self, seq: Sequence) -> None:
         """Frees a running sequence's slot and blocks; it waits at the head of the queue and

@@ -74,8 +74,8 @@ class BlockCache:
         return shared + max(self.blocks_for(tokens) - len(hashes), 0)
 
     def fits(self, hashes: Sequence[int], model: str, tokens: int) -> bool:
-        free = self.capacity - len(self.used) - self.own_blocks
-        if -(-tokens // self.block_size) <= free:
+        free = self.free_blocks
+        if self.blocks_for(tokens) <= free:
             return True  # fits even if nothing is shared: the common case, counted cheaply
         return self.blocks_needed(hashes, model, tokens) <= free
 
@@ -105,7 +105,7 @@ class BlockCache:
         free."""
         if self.disabled:
             return True
-        if count > self.capacity - len(self.used) - self.own_blocks:
+        if count > self.free_blocks:
             return False
         self.take(uid, count)
         return True

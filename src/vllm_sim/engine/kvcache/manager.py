@@ -46,7 +46,7 @@ class KvCacheManager:
         """The prompt's full-block hashes (none without prefix caching); 400 if the prompt
         could never fit in the cache."""
         bs = self.cache.block_size
-        needed = -(-len(token_ids) // bs)
+        needed = self.cache.blocks_for(len(token_ids))
         if needed > self.cache.capacity:
             raise EngineError(
                 Refusal.INVALID,
