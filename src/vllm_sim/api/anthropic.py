@@ -37,6 +37,7 @@ from vllm_sim.engine.generation.stops import StopRules
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.engine.tokenizer import chat_from_turns
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
@@ -245,7 +246,7 @@ class MessagesEndpoint(Endpoint[MessagesRequest]):
         messages = _messages(body)
         tools = _tool_plan(ctx, body)
         turns = read_conversation(messages).turns
-        text = ctx.tokenizer.render_chat(turns)
+        text = ctx.tokenizer.render_chat(chat_from_turns(turns))
         return Plan([Prompt(ctx.tokenizer.encode(text), turns[-1].text)], tools)
 
     def chunks(self, call: Call[MessagesRequest]) -> MessageEvents:
@@ -279,7 +280,7 @@ def count_tokens(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         _tools(ctx, body)  # checked as /v1/messages checks them, though they add no tokens
     except RecursionError:
         raise RequestError(400, "The request is nested too deeply") from None
-    count = len(ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns)))
+    count = len(ctx.tokenizer.encode(ctx.tokenizer.render_chat(chat_from_turns(turns))))
     return json_response(
         {"input_tokens": count, "context_management": {"original_input_tokens": count}}
     )

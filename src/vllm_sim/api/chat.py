@@ -41,6 +41,7 @@ from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.toolcalls import ToolCallOutput, ToolPlan
 from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.engine.tokenizer import chat_from_turns
 from vllm_sim.errors import RequestError
 
 # How a request chose its tools (tool_choice): it decides how a call is reported.
@@ -118,7 +119,7 @@ def _prompt(ctx: ApiContext, messages: list[ChatMessage]) -> Prompt:
     conversation = read_conversation(messages)
     turns = conversation.turns
     echo_text = turns[-1].text if turns else ""
-    text = ctx.tokenizer.render_chat(turns)
+    text = ctx.tokenizer.render_chat(chat_from_turns(turns))
     if not (ctx.settings.prefix_caching and conversation.media):
         return Prompt(ctx.tokenizer.encode(text), echo_text)
     ids, pieces = ctx.tokenizer.tokenize(text)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from vllm_sim.engine.tokenizer import ChatTurn, Tokenizer, fnv1a_32
+from vllm_sim.engine.tokenizer import ChatTurn, Tokenizer, chat_from_turns, fnv1a_32
 from vllm_sim.errors import RequestError
 
 
@@ -162,6 +162,8 @@ def _turn_text_starts(turns: list[ChatTurn], tokenizer: Tokenizer) -> list[int]:
     """Where each turn's text begins in the rendered conversation."""
     starts: list[int] = []
     for i, turn in enumerate(turns):
-        head = tokenizer.render_chat([*turns[:i], ChatTurn(turn.role, "", turn.tool_call_id)])
+        head = tokenizer.render_chat(
+            chat_from_turns([*turns[:i], ChatTurn(turn.role, "", turn.tool_call_id)])
+        )
         starts.append(len(head) - 1)  # the rendering ends the empty turn with "\n"
     return starts

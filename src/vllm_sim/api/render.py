@@ -13,6 +13,7 @@ from vllm_sim.api.body import decode_body
 from vllm_sim.api.completions import parse_prompts
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
+from vllm_sim.engine.tokenizer import chat_from_turns
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
@@ -45,7 +46,8 @@ def render_chat(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     if not body.messages:
         raise RequestError(400, "messages must not be empty", "messages")
     conversation = read_conversation(body.messages)
-    ids, pieces = ctx.tokenizer.tokenize(ctx.tokenizer.render_chat(conversation.turns))
+    text = ctx.tokenizer.render_chat(chat_from_turns(conversation.turns))
+    ids, pieces = ctx.tokenizer.tokenize(text)
     answer: dict[str, Any] = {"token_ids": ids}
     features = mm_features(conversation, ctx.tokenizer, pieces)
     if features is not None:

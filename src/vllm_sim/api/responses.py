@@ -42,6 +42,7 @@ from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.engine.tokenizer import chat_from_turns
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import encode_json
 
@@ -287,7 +288,8 @@ class ResponsesEndpoint(Endpoint[ResponsesRequest]):
         messages = input_messages(body.input)
         conversation = [*prior, *messages]
         turns = read_conversation(conversation).turns
-        token_ids = ctx.tokenizer.encode(ctx.tokenizer.render_chat(turns)) if turns else []
+        chat = chat_from_turns(turns)
+        token_ids = ctx.tokenizer.encode(ctx.tokenizer.render_chat(chat)) if turns else []
         if _keeps(ctx, body):
             self._conversations.remember(body, conversation)
         return Plan([Prompt(token_ids, _echo_text(messages))], tools, json_plan)

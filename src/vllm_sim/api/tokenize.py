@@ -7,6 +7,7 @@ import msgspec
 from vllm_sim.api.body import decode_body
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import ChatMessage, read_conversation
+from vllm_sim.engine.tokenizer import chat_from_turns
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
@@ -37,7 +38,7 @@ def tokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         text = body.prompt
     else:
         turns = read_conversation(body.messages or []).turns
-        text = ctx.tokenizer.render_chat(turns) if turns else ""
+        text = ctx.tokenizer.render_chat(chat_from_turns(turns)) if turns else ""
     ids, pieces = ctx.tokenizer.tokenize(text)
     return json_response(
         {

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,29 +16,76 @@ class ChatTurn:
     tool_call_id: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ChatInput:
+    """A conversation as a chat template sees it, and as the simulated tokenizer sees it.
+
+    `messages` are OpenAI-shaped message objects (`role`, `content`, `tool_calls` with
+    their arguments as objects, `tool_call_id`, `name`) after the API layer has read them;
+    `turns` are the same messages flattened to text. A template renders `messages`, the
+    simulated tokenizer `turns`."""
+
+    turns: Sequence[ChatTurn]
+    messages: Sequence[Mapping[str, Any]]
+    tools: Sequence[Mapping[str, Any]] | None = None
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    # A template the request brought (only honoured when the server trusts requests).
+    template: str | None = None
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    documents: Sequence[Mapping[str, Any]] | None = None
+
+
+def chat_from_turns(turns: Sequence[ChatTurn], **options: Any) -> ChatInput:
+    """A chat whose messages are its flattened turns (protocols whose messages are not
+    OpenAI's, and the dataset tool)."""
+    messages: list[dict[str, Any]] = []
+    for turn in turns:
+        message: dict[str, Any] = {"role": turn.role, "content": turn.text}
+        if turn.tool_call_id:
+            message["tool_call_id"] = turn.tool_call_id
+        messages.append(message)
+    return ChatInput(turns, messages, **options)
+
+
+class TemplateError(Exception):
+    """A chat cannot be rendered: the template failed, or the request asked for what the
+    template or the server does not allow. The message is the reason, for a 400."""
+
+
 class Tokenizer(Protocol):
-    """What every tokenizer (simulated or render-service backed) offers."""
+    """What every tokenizer (simulated or a model's real one) offers."""
 
     # The end-of-sequence token a model emits when it ends its answer by itself; a
     # special token, so its text is "" in answers.
     eos_token_id: int
+    # The largest id this tokenizer can decode.
+    max_token_id: int
+    # Which tokenizer this is and where it came from, for the start-up log.
+    description: str
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids of `text`."""
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of `text`; with `add_special_tokens`, the ones the model's tokenizer
+        adds around any text (a beginning-of-sequence token, say)."""
         ...
 
-    def tokenize(self, text: str) -> tuple[list[int], list[str]]:
-        """Token ids and their string pieces; the pieces join back to the text."""
+    def tokenize(self, text: str, add_special_tokens: bool = False) -> tuple[list[int], list[str]]:
+        """Token ids and the text each adds; the pieces join back to the text (a token
+        that ends inside a character adds "", the one completing it the character)."""
         ...
 
-    def render_chat(self, turns: Sequence[ChatTurn]) -> str:
-        """The prompt text a chat becomes before tokenization."""
+    def render_chat(self, chat: ChatInput) -> str:
+        """The prompt text a chat becomes before tokenization; raises TemplateError."""
         ...
 
-    def decode(self, ids: Sequence[int]) -> str:
+    def token_strs(self, ids: Sequence[int]) -> list[str]:
+        """Each id's entry in the vocabulary, as `/tokenize` lists it."""
+        ...
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         """Text of a sequence of token ids."""
         ...
 
     def piece(self, token_id: int) -> str:
-        """Text of one token id."""
+        """Text of one token id decoded alone (a logprob's token)."""
         ...

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from vllm_sim.engine.tokenizer import memo, vocab
-from vllm_sim.engine.tokenizer.base import ChatTurn
+from vllm_sim.engine.tokenizer.base import ChatInput, ChatTurn
 from vllm_sim.engine.tokenizer.fnv import fnv1a_32
 from vllm_sim.engine.tokenizer.memo import PromptMemo
 from vllm_sim.engine.tokenizer.vocab import PieceVocabulary
@@ -58,6 +58,8 @@ class SimulatedTokenizer:
     """Regex tokenizer with FNV-1a ids; implements the `Tokenizer` protocol."""
 
     eos_token_id: int = EOS_TOKEN_ID
+    max_token_id: int = 2**32 - 1  # ids are 32-bit hashes of the pieces
+    description: str = "the simulated tokenizer (words and punctuation, FNV-1a ids)"
 
     def __init__(
         self,
@@ -75,8 +77,9 @@ class SimulatedTokenizer:
         """Number of pieces currently remembered for decoding (bounded by vocabulary_bytes)."""
         return len(self._vocab)
 
-    def tokenize(self, text: str) -> tuple[list[int], list[str]]:
-        """Token ids and pieces of `text`; `"".join(pieces) == text`."""
+    def tokenize(self, text: str, add_special_tokens: bool = False) -> tuple[list[int], list[str]]:
+        """Token ids and pieces of `text`; `"".join(pieces) == text`. This tokenizer adds
+        no special tokens."""
         if len(text) > _SLICE_CHARS:
             return self._tokenize_slices(text)
         pieces: list[str] = self._split(text)
@@ -114,8 +117,8 @@ class SimulatedTokenizer:
         pieces += part
         return ids, pieces
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids of `text`.
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of `text` (this tokenizer adds no special tokens).
 
         Prompts repeat (system prompts, benchmarks, retries), so recent short texts are
         remembered within a memory budget (see `memo`); each call gets a list of its own."""
@@ -127,9 +130,13 @@ class SimulatedTokenizer:
             self._memo.add(text, tuple(fresh))
         return fresh
 
-    def render_chat(self, turns: Sequence[ChatTurn]) -> str:
+    def render_chat(self, chat: ChatInput) -> str:
         """The chat template text: one `### role: text` line per turn (see `render_chat_text`)."""
-        return render_chat_text(turns)
+        return render_chat_text(chat.turns)
+
+    def token_strs(self, ids: Sequence[int]) -> list[str]:
+        """The pieces of `ids`."""
+        return [self.piece(token_id) for token_id in ids]
 
     def piece(self, token_id: int) -> str:
         """Text of `token_id` ("" for the end-of-sequence token, which is special), or
@@ -139,6 +146,6 @@ class SimulatedTokenizer:
         piece = self._vocab.piece_of(token_id)
         return UNKNOWN_PIECE_FORMAT.format(token_id) if piece is None else piece
 
-    def decode(self, ids: Sequence[int]) -> str:
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         """Concatenation of the pieces of `ids`."""
         return "".join(map(self.piece, ids))

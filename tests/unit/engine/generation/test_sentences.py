@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from vllm_sim.engine.generation import SENTENCES, SentenceBank
-from vllm_sim.engine.tokenizer import ChatTurn, SimulatedTokenizer
+from vllm_sim.engine.tokenizer import ChatTurn, SimulatedTokenizer, chat_from_turns
 
 EXPECTED_TOKEN_COUNTS = [38, 9, 9, 13, 7, 10, 8, 11, 16, 5, 25]
 
@@ -104,4 +104,5 @@ def test_bank_without_tokens_is_rejected() -> None:
 
 def test_chat_render_is_unrelated_to_bank(tok: SimulatedTokenizer) -> None:
     # Guard against the template accidentally depending on bank state.
-    assert tok.render_chat([ChatTurn("user", SENTENCES[9])]) == "### user: The rest is silence. \n"
+    rendered = tok.render_chat(chat_from_turns([ChatTurn("user", SENTENCES[9])]))
+    assert rendered == "### user: The rest is silence. \n"

@@ -13,6 +13,7 @@ from vllm_sim.engine.tokenizer import (
     PieceVocabulary,
     SimulatedTokenizer,
     Tokenizer,
+    chat_from_turns,
     fnv1a_32,
     render_chat_text,
 )
@@ -45,14 +46,14 @@ def test_completion_prompt_counts_five_tokens(tok: SimulatedTokenizer) -> None:
 
 
 def test_chat_user_message_counts_ten_tokens(tok: SimulatedTokenizer) -> None:
-    text = tok.render_chat([ChatTurn("user", "This is a test.")])
+    text = tok.render_chat(chat_from_turns([ChatTurn("user", "This is a test.")]))
     assert text == "### user: This is a test.\n"
     expected = ["#", "#", "# ", "user", ": ", "This ", "is ", "a ", "test", ".\n"]
     assert pieces_of(tok, text) == expected
 
 
 def test_chat_hello_counts_six_tokens(tok: SimulatedTokenizer) -> None:
-    assert len(tok.encode(tok.render_chat([ChatTurn("user", "Hello")]))) == 6
+    assert len(tok.encode(tok.render_chat(chat_from_turns([ChatTurn("user", "Hello")])))) == 6
 
 
 def test_chat_template_multiple_turns_and_tool_call_id() -> None:
