@@ -35,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     notes = loaded.startup_notes()
+    if not cfg.force_dummy_tokenizer:
+        from vllm_sim.server.hub import fetch_tokenizer_files
+
+        fetch_tokenizer_files(cfg)  # once, before any rank looks for the files
     if cfg.data_parallel_size > 1 and cfg.data_parallel_rank < 0:
         from vllm_sim.server.ranks import serve_ranks
 
@@ -49,19 +53,23 @@ def serve_rank(cfg: Config, port: int, rank: int, notes: Sequence[Note] = ()) ->
     """Serves one rank in this process until it is stopped; its exit status. `notes` are
     logged once the last start-up check passed, so a failed start still says one line."""
     # Imported late so that --help and config errors answer fast.
+    from vllm_sim.engine.tokenizer.select import choose_tokenizer
     from vllm_sim.server.build import build_instance
     from vllm_sim.server.runner import serve
     from vllm_sim.server.tls import TlsError, tls_setup
 
     try:
+        choice = choose_tokenizer(cfg, os.environ)
         tls = tls_setup(cfg)
-    except TlsError as error:
+    except (TlsError, ConfigError) as error:
         print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)
         return 2
+    log = logging.getLogger("vllm_sim")
     for level, message in notes:
-        logging.getLogger("vllm_sim").log(level, message)
+        log.log(level, message)
+    log.log(choice.level, choice.message)
     try:
-        return serve(build_instance(cfg, port, rank), cfg.host, tls)
+        return serve(build_instance(cfg, port, rank, choice.tokenizer), cfg.host, tls)
     finally:
         if tls is not None:
             tls.close()

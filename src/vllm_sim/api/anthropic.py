@@ -17,10 +17,15 @@ from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import (
     ChatMessage,
     ContentBlock,
+    Conversation,
     FunctionCall,
     MediaUrl,
+    TemplateChoices,
     ToolCall,
+    chat_input,
+    flat_function_tools,
     read_conversation,
+    render,
 )
 from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.api.streaming import named_event
@@ -37,7 +42,7 @@ from vllm_sim.engine.generation.stops import StopRules
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.engine.tokenizer import chat_from_turns
+from vllm_sim.engine.tokenizer import ChatInput
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
@@ -245,9 +250,9 @@ class MessagesEndpoint(Endpoint[MessagesRequest]):
     def plan(self, ctx: ApiContext, body: MessagesRequest) -> Plan:
         messages = _messages(body)
         tools = _tool_plan(ctx, body)
-        turns = read_conversation(messages).turns
-        text = ctx.tokenizer.render_chat(chat_from_turns(turns))
-        return Plan([Prompt(ctx.tokenizer.encode(text), turns[-1].text)], tools)
+        conversation = read_conversation(messages)
+        text = render(ctx.tokenizer, _chat(body, messages, conversation))
+        return Plan([Prompt(ctx.tokenizer.encode(text), conversation.turns[-1].text)], tools)
 
     def chunks(self, call: Call[MessagesRequest]) -> MessageEvents:
         return MessageEvents(f"msg_{call.request_id}", call.model)
@@ -276,14 +281,25 @@ def count_tokens(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     if body.messages is None:
         raise _fail("messages is required", "messages")
     try:
-        turns = read_conversation(_messages(body)).turns
-        _tools(ctx, body)  # checked as /v1/messages checks them, though they add no tokens
+        messages = _messages(body)
+        conversation = read_conversation(messages)
+        _tools(ctx, body)  # checked as /v1/messages checks them
     except RecursionError:
         raise RequestError(400, "The request is nested too deeply") from None
-    count = len(ctx.tokenizer.encode(ctx.tokenizer.render_chat(chat_from_turns(turns))))
+    count = len(ctx.tokenizer.encode(render(ctx.tokenizer, _chat(body, messages, conversation))))
     return json_response(
         {"input_tokens": count, "context_management": {"original_input_tokens": count}}
     )
+
+
+def _chat(
+    body: MessagesRequest | CountTokensRequest,
+    messages: list[ChatMessage],
+    conversation: Conversation,
+) -> ChatInput:
+    """The chat template's input: the converted messages and tools."""
+    choices = TemplateChoices(tools=flat_function_tools(body.tools, "input_schema"))
+    return chat_input(messages, conversation, choices)
 
 
 def stop_reason(seq: Sequence) -> str:

@@ -8,7 +8,13 @@ from typing import Any, Literal
 import msgspec
 
 from vllm_sim.api.context import ApiContext
-from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
+from vllm_sim.api.conversation import (
+    ChatMessage,
+    chat_input,
+    mm_features,
+    read_conversation,
+    render,
+)
 from vllm_sim.api.endpoint import (
     Call,
     Endpoint,
@@ -41,7 +47,6 @@ from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.toolcalls import ToolCallOutput, ToolPlan
 from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.engine.tokenizer import chat_from_turns
 from vllm_sim.errors import RequestError
 
 # How a request chose its tools (tool_choice): it decides how a call is reported.
@@ -84,7 +89,7 @@ class ChatEndpoint(Endpoint[ChatRequest]):
                 400, "when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs"
             )
         tools = _tool_plan(ctx, body)
-        return Plan([_prompt(ctx, body.messages)], tools, _json_plan(ctx, body))
+        return Plan([_prompt(ctx, body)], tools, _json_plan(ctx, body))
 
     def chunks(self, call: Call[ChatRequest]) -> ChatChunks:
         return ChatChunks(
@@ -113,17 +118,18 @@ def _tool_mode(call: Call[ChatRequest]) -> ToolMode:
     return "required" if choice == "required" else "auto"
 
 
-def _prompt(ctx: ApiContext, messages: list[ChatMessage]) -> Prompt:
+def _prompt(ctx: ApiContext, body: ChatRequest) -> Prompt:
     """The rendered conversation's tokens; with prefix caching on, its media features too,
     so that blocks holding an image hash with that image."""
-    conversation = read_conversation(messages)
+    conversation = read_conversation(body.messages)
     turns = conversation.turns
     echo_text = turns[-1].text if turns else ""
-    text = ctx.tokenizer.render_chat(chat_from_turns(turns))
+    text = render(ctx.tokenizer, chat_input(body.messages, conversation, body))
+    special = body.add_special_tokens
     if not (ctx.settings.prefix_caching and conversation.media):
-        return Prompt(ctx.tokenizer.encode(text), echo_text)
-    ids, pieces = ctx.tokenizer.tokenize(text)
-    return Prompt(ids, echo_text, mm_features(conversation, ctx.tokenizer, pieces))
+        return Prompt(ctx.tokenizer.encode(text, special), echo_text)
+    ids, pieces = ctx.tokenizer.tokenize(text, special)
+    return Prompt(ids, echo_text, mm_features(conversation, text, pieces))
 
 
 def _tool_plan(ctx: ApiContext, body: ChatRequest) -> ToolPlan | None:

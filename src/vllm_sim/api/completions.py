@@ -56,7 +56,9 @@ def _is_token_id(value: object) -> bool:
     return type(value) is int and 0 <= value <= _MAX_TOKEN_ID
 
 
-def parse_prompts(prompt: object, tokenizer: Tokenizer) -> list[Prompt]:
+def parse_prompts(
+    prompt: object, tokenizer: Tokenizer, add_special_tokens: bool = True
+) -> list[Prompt]:
     """The prompt field as a list of prompts, each tokenized (or taken as token ids)."""
     if prompt is None or prompt == []:
         raise RequestError(400, "prompt array must contain at least one prompt", "prompt")
@@ -67,7 +69,7 @@ def parse_prompts(prompt: object, tokenizer: Tokenizer) -> list[Prompt]:
     if all(isinstance(item, str) for item in prompt):
         if any(item == "" for item in prompt):
             raise RequestError(400, "prompt must not contain an empty string", "prompt")
-        return [Prompt(tokenizer.encode(text), text) for text in prompt]
+        return [Prompt(tokenizer.encode(text, add_special_tokens), text) for text in prompt]
     if all(_is_token_id(item) for item in prompt):
         return [Prompt(list(prompt))]
     if all(isinstance(item, list) and all(_is_token_id(i) for i in item) for item in prompt):
@@ -89,7 +91,7 @@ class CompletionsEndpoint(Endpoint[CompletionRequest]):
 
     def plan(self, ctx: ApiContext, body: CompletionRequest) -> Plan:
         check_logprobs_count(body.logprobs, "logprobs")
-        return Plan(parse_prompts(body.prompt, ctx.tokenizer))
+        return Plan(parse_prompts(body.prompt, ctx.tokenizer, body.add_special_tokens))
 
     def chunks(self, call: Call[CompletionRequest]) -> CompletionChunks:
         return CompletionChunks(call, answer_shape(call, "cmpl-"))
@@ -151,11 +153,15 @@ class ChoiceShape:
     def prompt_text(self, prompt: Prompt) -> str:
         if prompt.echo_text is not None:
             return prompt.echo_text
-        return self.tokenizer.decode(prompt.token_ids)
+        return self.tokenizer.decode(prompt.token_ids, skip_special_tokens=True)
 
     def prompt_pieces(self, prompt: Prompt) -> list[str]:
+        """Each prompt token's text: the text's own pieces when they are its tokens, else
+        each token decoded alone (the special tokens a tokenizer added show as themselves)."""
         if prompt.echo_text is not None:
-            return self.tokenizer.tokenize(prompt.echo_text)[1]
+            ids, pieces = self.tokenizer.tokenize(prompt.echo_text)
+            if ids == prompt.token_ids:
+                return pieces
         return [self.tokenizer.piece(token) for token in prompt.token_ids]
 
 

@@ -9,11 +9,13 @@ render placeholders can point at.
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import msgspec
 
-from vllm_sim.engine.tokenizer import ChatTurn, Tokenizer, chat_from_turns, fnv1a_32
+from vllm_sim.engine.tokenizer import ChatInput, ChatTurn, TemplateError, Tokenizer, fnv1a_32
 from vllm_sim.errors import RequestError
 
 
@@ -51,6 +53,7 @@ class ChatMessage(msgspec.Struct):
     content: str | list[ContentBlock] | None = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,45 +128,177 @@ def read_conversation(messages: list[ChatMessage]) -> Conversation:
     return Conversation(turns, media)
 
 
+def _template_content(message: ChatMessage) -> str | list[dict[str, str]] | None:
+    """Content as a template reads it: text parts, each media item as its prompt text."""
+    content = message.content
+    if content is None or isinstance(content, str):
+        return content
+    parts: list[dict[str, str]] = []
+    for index, block in enumerate(content):
+        found = _media_of(block, f"content[{index}]")
+        parts.append({"type": "text", "text": (block.text or "") if found is None else found[2]})
+    return parts
+
+
+def _arguments(raw: str) -> dict[str, Any]:
+    """A tool call's arguments as an object, as templates expect them; text that is not
+    a JSON object is an empty one (the call is history, and must not fail the turn)."""
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _template_message(message: ChatMessage) -> dict[str, Any]:
+    shaped: dict[str, Any] = {"role": message.role, "content": _template_content(message)}
+    if message.role == "assistant" and message.tool_calls:
+        shaped["tool_calls"] = [
+            {
+                **({"id": call.id} if call.id is not None else {}),
+                "type": "function",
+                "function": {
+                    "name": call.function.name,
+                    "arguments": _arguments(call.function.arguments),
+                },
+            }
+            for call in message.tool_calls
+        ]
+    if message.role == "tool" and message.tool_call_id is not None:
+        shaped["tool_call_id"] = message.tool_call_id
+    if message.name is not None:
+        shaped["name"] = message.name
+    return shaped
+
+
+def template_tools(tools: list[Any] | None) -> list[dict[str, Any]] | None:
+    """Function tools as a template receives them: every field of the function, absent
+    ones as null (`strict` only when given), as vLLM passes them."""
+    if tools is None:
+        return None
+    shaped: list[dict[str, Any]] = []
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or tool.get("type", "function") != "function":
+            continue
+        fields = {
+            "name": function.get("name"),
+            "description": function.get("description"),
+            "parameters": function.get("parameters"),
+        }
+        if function.get("strict") is not None:
+            fields["strict"] = function["strict"]
+        shaped.append({"type": "function", "function": fields})
+    return shaped
+
+
+class ChatOptions(Protocol):
+    """The fields of a body that decide how its chat is rendered (chat, tokenize, render)."""
+
+    @property
+    def tools(self) -> list[Any] | None: ...
+    @property
+    def add_generation_prompt(self) -> bool: ...
+    @property
+    def continue_final_message(self) -> bool: ...
+    @property
+    def chat_template(self) -> str | None: ...
+    @property
+    def chat_template_kwargs(self) -> dict[str, Any] | None: ...
+    @property
+    def documents(self) -> list[dict[str, str]] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateChoices:
+    """ChatOptions for protocols whose bodies have none of vLLM's template fields
+    (Responses, Anthropic Messages): OpenAI-shaped tools, the defaults otherwise."""
+
+    tools: list[Any] | None = None
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    chat_template: str | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    documents: list[dict[str, str]] | None = None
+
+
+def flat_function_tools(tools: object, schema_key: str) -> list[Any] | None:
+    """Tools written flat (`name`, `description` and the schema under `schema_key`, as
+    Responses and Anthropic write them) in chat's nested form."""
+    if not isinstance(tools, list):
+        return None
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.get("name"),
+                "description": tool.get("description"),
+                "parameters": tool.get(schema_key),
+            },
+        }
+        for tool in tools
+        if isinstance(tool, dict)
+    ]
+
+
+def chat_input(
+    messages: list[ChatMessage], conversation: Conversation, body: ChatOptions
+) -> ChatInput:
+    """The conversation as a chat template and the simulated tokenizer read it."""
+    return ChatInput(
+        conversation.turns,
+        [_template_message(message) for message in messages],
+        tools=template_tools(body.tools),
+        add_generation_prompt=body.add_generation_prompt,
+        continue_final_message=body.continue_final_message,
+        template=body.chat_template,
+        template_kwargs=body.chat_template_kwargs or {},
+        documents=body.documents,
+    )
+
+
+def render(tokenizer: Tokenizer, chat: ChatInput) -> str:
+    """The prompt text of `chat`; a template that fails is the request's 400."""
+    try:
+        return tokenizer.render_chat(chat)
+    except TemplateError as error:
+        raise RequestError(400, str(error), "messages") from None
+
+
 def media_hash(item: MediaItem, modality_index: int) -> str:
     return f"sim_{_PREFIX[item.modality]}_{modality_index}_{fnv1a_32(item.identifier):x}"
 
 
 def mm_features(
-    conversation: Conversation, tokenizer: Tokenizer, pieces: list[str]
+    conversation: Conversation, text: str, pieces: list[str]
 ) -> dict[str, dict[str, list[object]]] | None:
     """Render features: per modality, each item's hash, the tokens it occupies, its kwargs.
 
-    `pieces` are the tokens of the rendered conversation; they join back to its text, so
-    an item's character span maps onto the tokens that spell it.
-    """
+    `pieces` are the tokens of the rendered conversation `text`; they join back to it, so
+    an item's prompt text, found in order in the rendering, maps onto the tokens that
+    spell it. An item the template did not keep verbatim has no placeholder."""
     if not conversation.media:
         return None
-    starts = _turn_text_starts(conversation.turns, tokenizer)
     token_at: list[int] = []  # token index of every character of the rendered text
     for index, piece in enumerate(pieces):
         token_at += [index] * len(piece)
     hashes: dict[str, list[object]] = {}
     placeholders: dict[str, list[object]] = {}
     kwargs: dict[str, list[object]] = {}
+    position = 0
     for item in conversation.media:
+        needle = conversation.turns[item.turn].text[item.start : item.end]
+        found = text.find(needle, position)
+        if found < 0:
+            continue
+        position = found + len(needle)
         seen = hashes.setdefault(item.modality, [])
         digest = media_hash(item, len(seen))
         seen.append(digest)
-        first = token_at[starts[item.turn] + item.start]
-        last = token_at[starts[item.turn] + item.end - 1]
+        first, last = token_at[found], token_at[position - 1]
         span = {"offset": first, "length": last - first + 1}
         placeholders.setdefault(item.modality, []).append(span)
         kwargs.setdefault(item.modality, []).append(base64.b64encode(digest.encode()).decode())
     return {"mm_hashes": hashes, "mm_placeholders": placeholders, "kwargs_data": kwargs}
-
-
-def _turn_text_starts(turns: list[ChatTurn], tokenizer: Tokenizer) -> list[int]:
-    """Where each turn's text begins in the rendered conversation."""
-    starts: list[int] = []
-    for i, turn in enumerate(turns):
-        head = tokenizer.render_chat(
-            chat_from_turns([*turns[:i], ChatTurn(turn.role, "", turn.tool_call_id)])
-        )
-        starts.append(len(head) - 1)  # the rendering ends the empty turn with "\n"
-    return starts

@@ -137,7 +137,7 @@ def _text_ids(item: object, param: str, tokenizer: Tokenizer) -> list[int]:
         raise RequestError(400, message, param)
     if not item:
         raise RequestError(400, EMPTY_STRING, param)
-    return tokenizer.encode(item)
+    return tokenizer.encode(item, add_special_tokens=True)
 
 
 def _id_sequence(item: object, param: str) -> list[int]:

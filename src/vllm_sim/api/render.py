@@ -10,10 +10,10 @@ from typing import Any
 import msgspec
 
 from vllm_sim.api.body import decode_body
+from vllm_sim.api.chat import ChatRequest
 from vllm_sim.api.completions import parse_prompts
 from vllm_sim.api.context import ApiContext
-from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation
-from vllm_sim.engine.tokenizer import chat_from_turns
+from vllm_sim.api.conversation import chat_input, mm_features, read_conversation, render
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
@@ -21,21 +21,17 @@ from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 class CompletionRenderRequest(msgspec.Struct):
     model: str | None = None
     prompt: Any = None
-
-
-class ChatRenderRequest(msgspec.Struct):
-    model: str | None = None
-    messages: list[ChatMessage] | None = None
+    add_special_tokens: bool = True
 
 
 _completion_decoder = msgspec.json.Decoder(CompletionRenderRequest)
-_chat_decoder = msgspec.json.Decoder(ChatRenderRequest)
+_chat_decoder = msgspec.json.Decoder(ChatRequest)
 
 
 def render_completion(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     body = decode_body(request.body, _completion_decoder)
     ctx.resolve_model(body.model)
-    prompts = parse_prompts(body.prompt, ctx.tokenizer)
+    prompts = parse_prompts(body.prompt, ctx.tokenizer, body.add_special_tokens)
     headers = ctx.response_headers(ctx.request_id(request))
     return json_response([{"token_ids": p.token_ids} for p in prompts], headers=headers)
 
@@ -46,10 +42,10 @@ def render_chat(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     if not body.messages:
         raise RequestError(400, "messages must not be empty", "messages")
     conversation = read_conversation(body.messages)
-    text = ctx.tokenizer.render_chat(chat_from_turns(conversation.turns))
-    ids, pieces = ctx.tokenizer.tokenize(text)
+    text = render(ctx.tokenizer, chat_input(body.messages, conversation, body))
+    ids, pieces = ctx.tokenizer.tokenize(text, body.add_special_tokens)
     answer: dict[str, Any] = {"token_ids": ids}
-    features = mm_features(conversation, ctx.tokenizer, pieces)
+    features = mm_features(conversation, text, pieces)
     if features is not None:
         answer["features"] = features
     return json_response(answer, headers=ctx.response_headers(ctx.request_id(request)))

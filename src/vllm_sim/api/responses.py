@@ -24,8 +24,12 @@ from vllm_sim.api.conversation import (
     FunctionCall,
     InputAudio,
     MediaUrl,
+    TemplateChoices,
     ToolCall,
+    chat_input,
+    flat_function_tools,
     read_conversation,
+    render,
 )
 from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.api.logprobs import ChatLogprobs, check_logprobs_count
@@ -42,7 +46,6 @@ from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.engine.tokenizer import chat_from_turns
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import encode_json
 
@@ -287,9 +290,10 @@ class ResponsesEndpoint(Endpoint[ResponsesRequest]):
         tools = _tool_plan(ctx, body)
         messages = input_messages(body.input)
         conversation = [*prior, *messages]
-        turns = read_conversation(conversation).turns
-        chat = chat_from_turns(turns)
-        token_ids = ctx.tokenizer.encode(ctx.tokenizer.render_chat(chat)) if turns else []
+        read = read_conversation(conversation)
+        choices = TemplateChoices(tools=flat_function_tools(body.tools, "parameters"))
+        chat = chat_input(conversation, read, choices)
+        token_ids = ctx.tokenizer.encode(render(ctx.tokenizer, chat)) if read.turns else []
         if _keeps(ctx, body):
             self._conversations.remember(body, conversation)
         return Plan([Prompt(token_ids, _echo_text(messages))], tools, json_plan)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from vllm_sim.api.body import decode_body
 from vllm_sim.api.context import ApiContext
-from vllm_sim.api.conversation import ChatMessage, read_conversation
-from vllm_sim.engine.tokenizer import chat_from_turns
+from vllm_sim.api.conversation import ChatMessage, chat_input, read_conversation, render
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
-
-_MAX_TOKEN_ID = 2**32 - 1
 
 
 class TokenizeRequest(msgspec.Struct):
@@ -19,6 +18,13 @@ class TokenizeRequest(msgspec.Struct):
     prompt: str | None = None
     messages: list[ChatMessage] | None = None
     return_token_strs: bool | None = None
+    add_special_tokens: bool | None = None  # default: True for a prompt, False for a chat
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    chat_template: str | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    tools: list[Any] | None = None
+    documents: list[dict[str, str]] | None = None
 
 
 class DetokenizeRequest(msgspec.Struct):
@@ -35,19 +41,26 @@ def tokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     if body.prompt and body.messages is not None:
         raise RequestError(400, "both prompt and messages fields in tokenize request", "prompt")
     if body.prompt:
-        text = body.prompt
+        ids = ctx.tokenizer.encode(body.prompt, _special(body.add_special_tokens, True))
+    elif body.messages:
+        conversation = read_conversation(body.messages)
+        text = render(ctx.tokenizer, chat_input(body.messages, conversation, body))
+        ids = ctx.tokenizer.encode(text, _special(body.add_special_tokens, False))
     else:
-        turns = read_conversation(body.messages or []).turns
-        text = ctx.tokenizer.render_chat(chat_from_turns(turns)) if turns else ""
-    ids, pieces = ctx.tokenizer.tokenize(text)
+        ids = []
+    strs = ctx.tokenizer.token_strs(ids) if body.return_token_strs else None
     return json_response(
         {
             "count": len(ids),
             "max_model_len": ctx.settings.max_model_len,
             "tokens": ids,
-            "token_strs": pieces if body.return_token_strs else None,
+            "token_strs": strs,
         }
     )
+
+
+def _special(given: bool | None, default: bool) -> bool:
+    return default if given is None else given
 
 
 def detokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
@@ -60,6 +73,6 @@ def detokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         )
         raise RequestError(400, message, "tokens")
     for index, token in enumerate(body.tokens):
-        if not 0 <= token <= _MAX_TOKEN_ID:
+        if not 0 <= token <= ctx.tokenizer.max_token_id:
             raise RequestError(400, f"token id {token} is out of range", f"tokens[{index}]")
     return json_response({"prompt": ctx.tokenizer.decode(body.tokens)})

@@ -23,6 +23,7 @@ from .help import render_help
 from .kinds import valid_text
 from .model import Config
 from .model_context import ContextLength, model_context_length
+from .model_files import find_model_folder
 from .validate import validate
 from .vllm_cli import AUTO, unrecognized_message
 from .yaml_source import YamlSettings, load_yaml_file
@@ -108,7 +109,10 @@ def load_startup(argv: Sequence[str], environ: Mapping[str, str]) -> LoadedConfi
             values[attr] = value
     context = None
     if values["max_model_len"] == AUTO:  # not given, or vLLM's `auto`: the model's own
-        context = model_context_length(values["model"])
+        folder = find_model_folder(
+            values["model"], values["revision"], environ, values["download_dir"]
+        )
+        context = model_context_length(values["model"], folder)
         values["max_model_len"] = context.value
     cfg = validate(Config(**values))
     if cfg.fake_metrics is not None:

@@ -134,6 +134,13 @@ class Config:
     force_dummy_tokenizer: bool
     tokenizer: str
     chat_template: str
+    tokenizer_revision: str
+    revision: str
+    hf_token: str
+    download_dir: str
+    chat_template_content_format: str
+    trust_request_chat_template: bool
+    default_chat_template_kwargs: dict[str, Any] | None
     # Accepted vLLM flags without effect
     mm_processor_kwargs: str
     ec_transfer_config: str

@@ -2,8 +2,8 @@
 
 vLLM reads it from the model's config.json (the smallest of `max_position_embeddings` and
 the other names models use for it, in the text part of a multimodal config). The simulator
-can do that only for a local model folder; for a hub name it uses 32768, a common context
-length of current models, and says so at start-up.
+does that for a local model folder or a model in the HuggingFace cache; for any other name
+it uses 32768, a common context length of current models, and says so at start-up.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ class ContextLength:
     source: str  # for the start-up log: where the value comes from
 
 
-def _config_file(model: str) -> Path | None:
-    if not model:
+def _config_file(folder: Path | None) -> Path | None:
+    if folder is None:
         return None
-    path = Path(model).expanduser() / "config.json"
+    path = folder / "config.json"
     try:
         if path.is_file() and path.stat().st_size <= _MAX_CONFIG_BYTES:
             return path
@@ -60,11 +60,11 @@ def _fallback(reason: str) -> ContextLength:
     return ContextLength(FALLBACK_MAX_MODEL_LEN, f"{FALLBACK_MAX_MODEL_LEN}, since {reason}")
 
 
-def model_context_length(model: str) -> ContextLength:
-    """The context length of `model` if it is a local folder with a readable config.json."""
-    path = _config_file(model)
+def model_context_length(model: str, folder: Path | None) -> ContextLength:
+    """The context length of `model` from the config.json in `folder`, its files."""
+    path = _config_file(folder)
     if path is None:
-        return _fallback(f"the model {model!r} is no local folder holding a config.json")
+        return _fallback(f"no config.json of the model {model!r} is on this machine")
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as error:

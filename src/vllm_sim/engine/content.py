@@ -13,7 +13,7 @@ from vllm_sim.engine.generation.echo import echo_token_ids, echo_tokens
 from vllm_sim.engine.generation.lengths import response_length
 from vllm_sim.engine.generation.sentences import SentenceBank
 from vllm_sim.engine.generation.stops import cut_text, find_stop
-from vllm_sim.engine.generation.toolcalls import TOOL_CALL_OVERHEAD, ToolPlan, make_tool_calls
+from vllm_sim.engine.generation.toolcalls import ToolPlan, make_tool_calls
 from vllm_sim.engine.request import JsonPlan
 from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.schemagen import (
@@ -152,7 +152,6 @@ class ContentSource:
         seq.output_ids, seq.output_pieces = made.token_ids, made.pieces
         seq.tool_calls = made.calls
         seq.call_starts = frozenset(call.start for call in made.calls[1:])
-        seq.extra_completion_tokens = TOOL_CALL_OVERHEAD * len(made.calls)
         seq.finish_reason = Finish.TOOL_CALLS
         self._append_eos(seq)  # the model ends its calls by itself
         return True

@@ -845,4 +845,3 @@ def _keep_released(seq: Sequence) -> None:
         seq.emitted = min(seq.emitted, cut)
     seq.output_ids = seq.output_ids[:cut]  # new lists: the generated ones may be shared
     seq.output_pieces = seq.output_pieces[:cut]
-    seq.extra_completion_tokens = 0

@@ -34,7 +34,6 @@ class Sequence:
         "deadline",
         "emitted",
         "eos",
-        "extra_completion_tokens",
         "finish_reason",
         "index",
         "itl_delays",
@@ -91,7 +90,6 @@ class Sequence:
         self.tool_calls: list[ToolCallOutput] | None = None
         # Token indices that open a later tool call: they follow without a decode step.
         self.call_starts: frozenset[int] = frozenset()
-        self.extra_completion_tokens = 0  # counted in usage but never streamed
         self.deadline = 0.0
         self.ttft = 0.0  # sampled time to first token, seconds
         self.itl_delays = 0.0  # sum of sampled inter-token delays, seconds
@@ -115,7 +113,7 @@ class Sequence:
 
     @property
     def completion_tokens(self) -> int:
-        return len(self.output_ids) + self.extra_completion_tokens
+        return len(self.output_ids)
 
     @property
     def finished(self) -> bool:

@@ -25,7 +25,7 @@ from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.events import KvEventPublisher, offset_endpoint, topic_for
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.settings import latency_from_config, limits_from_config, synthesis_settings
-from vllm_sim.engine.tokenizer import SimulatedTokenizer
+from vllm_sim.engine.tokenizer import SimulatedTokenizer, Tokenizer
 from vllm_sim.http.app import App
 from vllm_sim.http.cors import Cors, CorsPolicy
 from vllm_sim.metrics.cache_config import CacheShape, cache_config_labels
@@ -96,10 +96,13 @@ def system_fingerprint(cfg: Config) -> str:
     return f"vllm-{VLLM_VERSION}-{digest[:8]}"
 
 
-def build_instance(cfg: Config, port: int, rank: int = 0) -> Instance:
+def build_instance(
+    cfg: Config, port: int, rank: int = 0, tokenizer: Tokenizer | None = None
+) -> Instance:
+    """The instance serving rank `rank` on `port`; with no `tokenizer`, the simulated one."""
     # Each rank draws its own stream; rank 0 keeps the seed as given.
     rng = random.Random(cfg.seed if rank == 0 else cfg.seed * 1009 + rank)
-    tokenizer = SimulatedTokenizer()
+    tokenizer = tokenizer or SimulatedTokenizer()
     content = ContentSource(cfg.mode, tokenizer, rng, synthesis_settings(cfg), cfg.mm_encoder_only)
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
     kv = _kv_cache(cfg, port, rank, background)

@@ -34,7 +34,6 @@ from tests.support.server import SimServer
 
 MESSAGES: Any = user("What should I do?")
 DRAWS_PER_SCHEMA = 6
-TOOL_CALL_OVERHEAD = 3  # usage tokens per call beyond its argument tokens
 
 
 # Default tool settings: whitelist validation on, extra-call probability 45.
@@ -112,9 +111,8 @@ def check_tool_completion(
         plain.append(call)
     if counter is not None:
         assert completion.usage is not None
-        expected = EOS_TOKENS + sum(
-            TOOL_CALL_OVERHEAD + token_count(counter, c.function.arguments) for c in plain
-        )
+        # Usage counts exactly the tokens the calls stream, and the end of sequence.
+        expected = EOS_TOKENS + sum(token_count(counter, c.function.arguments) for c in plain)
         assert completion.usage.completion_tokens == expected
         assert completion.usage.total_tokens == (
             completion.usage.prompt_tokens + completion.usage.completion_tokens
@@ -336,7 +334,7 @@ def test_streamed_delta_shape_is_openais(strict_http: httpx.Client) -> None:
         assert_validates(schemas[call["name"]], json.loads(call["arguments"]))
         # One argument token per chunk.
         assert pieces[index] == token_count(strict_http, call["arguments"])
-        expected_tokens += TOOL_CALL_OVERHEAD + pieces[index]
+        expected_tokens += pieces[index]
     assert usage_chunk["usage"]["completion_tokens"] == expected_tokens + EOS_TOKENS
 
 

@@ -15,9 +15,6 @@ from typing import Any
 from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.schemagen import SynthesisSettings
 
-# Usage tokens per call beyond its arguments: the reference counts the call's framing.
-TOOL_CALL_OVERHEAD = 3
-
 
 @dataclass(frozen=True, slots=True)
 class ToolPlan:

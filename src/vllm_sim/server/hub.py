@@ -1,0 +1,83 @@
+"""Downloads a hub model's tokenizer files into the HuggingFace cache, once, at start-up.
+
+Only what tokenization and the context length need is fetched (tokenizer, templates and
+configuration files, never weights), with the hub library's progress bars on stderr. The
+hub library honours HF_HUB_OFFLINE, HF_HOME, HF_HUB_CACHE and HF_TOKEN; with the hub out
+of reach the server starts anyway, with the simulated tokenizer and a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Final
+
+from vllm_sim.config import Config
+from vllm_sim.config.model_files import find_model_folder
+from vllm_sim.engine.tokenizer.select import tokenizer_name, tokenizer_revision
+
+TOKENIZER_PATTERNS: Final = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "additional_chat_templates/*",
+    "config.json",
+    "generation_config.json",
+)
+_OFFLINE_VALUES: Final = ("1", "on", "yes", "true")
+_log = logging.getLogger("vllm_sim")
+
+
+def hub_offline(environ: Mapping[str, str]) -> bool:
+    return environ.get("HF_HUB_OFFLINE", "").strip().lower() in _OFFLINE_VALUES
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    """`org/name` or `name`, as the hub spells ids; a path never is one."""
+    if not name or name.startswith((".", "/", "~")) or name.count("/") > 1 or len(name) > 96:
+        return False
+    return all(
+        part and part.replace("-", "").replace("_", "").replace(".", "").isalnum()
+        for part in name.split("/")
+    )
+
+
+def fetch_tokenizer_files(cfg: Config, environ: Mapping[str, str] = os.environ) -> None:
+    """Puts the tokenizer's files in the cache when they are not on this machine yet and
+    the hub may be asked; says why not when it fails (start-up then falls back)."""
+    if cfg.force_dummy_tokenizer or hub_offline(environ):
+        return
+    for name, revision in _wanted(cfg):
+        if find_model_folder(name, revision, environ, cfg.download_dir) is not None:
+            continue
+        _download(name, revision, cfg)
+
+
+def _wanted(cfg: Config) -> list[tuple[str, str]]:
+    """The tokenizer's repository, and the model's when it differs (its config.json)."""
+    names = [(tokenizer_name(cfg), tokenizer_revision(cfg))]
+    if cfg.tokenizer and cfg.tokenizer != cfg.model:
+        names.append((cfg.model, cfg.revision))
+    return [(name, revision) for name, revision in names if _looks_like_hub_id(name)]
+
+
+def _download(name: str, revision: str, cfg: Config) -> None:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    _log.info("Downloading the tokenizer files of %s from the HuggingFace hub", name)
+    token = cfg.hf_token or None
+    try:
+        snapshot_download(
+            name,
+            revision=revision or None,
+            allow_patterns=list(TOKENIZER_PATTERNS),
+            cache_dir=cfg.download_dir or None,
+            token=token,
+        )
+    except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        _log.warning("Cannot download %s from the HuggingFace hub: %s", name, reason)
