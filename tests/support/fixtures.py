@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import anthropic
 import httpx
 import openai
 import pytest
+from tokenizers import Tokenizer
 
+from tests.support.hf_models import train_tokenizer, write_model_folder
 from tests.support.server import SimServer
 
 Scope = Literal["session", "package", "module", "class", "function"]
@@ -92,3 +95,15 @@ def anthropic_fixture(server: str) -> Any:
         lambda sim: anthropic.Anthropic(base_url=sim.url, api_key="none", max_retries=0),
         "module",
     )
+
+
+# ---- real model folders (a trained byte-level BPE; see tests.support.hf_models) -------------
+@pytest.fixture(scope="session")
+def hf_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Model folders by family ("qwen", "llama"), built once per session."""
+    root = tmp_path_factory.mktemp("hf-models")
+    trained = train_tokenizer().to_str()
+    return {
+        family: write_model_folder(Tokenizer.from_str(trained), root / family, family)
+        for family in ("qwen", "llama")
+    }
