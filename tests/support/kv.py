@@ -312,6 +312,7 @@ def kv_server(
     rcvhwm: int = 10_000,
     sync: bool = True,
     env: dict[str, str] | None = None,
+    model: str = MODEL,
 ) -> Iterator[tuple[SimServer, Subscriber, httpx.Client]]:
     """A simulator with the KV cache on, sleep mode on (used to sync), publishing to a SUB,
     reporting cached prompt tokens in usage (vLLM does only when asked to)."""
@@ -333,7 +334,7 @@ def kv_server(
     full_env = {"POD_IP": POD_IP, "VLLM_SERVER_DEV_MODE": "1", "PYTHONHASHSEED": "", **(env or {})}
     try:
         with (
-            SimServer(flags, env=full_env, model=MODEL) as sim,
+            SimServer(flags, env=full_env, model=model) as sim,
             httpx.Client(base_url=sim.url, timeout=30) as client,
         ):
             if sync:
