@@ -89,7 +89,10 @@ class ChatEndpoint(Endpoint[ChatRequest]):
                 400, "when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs"
             )
         tools = _tool_plan(ctx, body)
-        return Plan([_prompt(ctx, body)], tools, _json_plan(ctx, body))
+        plan = Plan([_prompt(ctx, body)], tools, _json_plan(ctx, body))
+        if ctx.render_service is not None:
+            plan.render = [ctx.render_service.chat_call(body.messages, _has_image(body.messages))]
+        return plan
 
     def chunks(self, call: Call[ChatRequest]) -> ChatChunks:
         return ChatChunks(
@@ -130,6 +133,15 @@ def _prompt(ctx: ApiContext, body: ChatRequest) -> Prompt:
         return Prompt(ctx.tokenizer.encode(text, special), echo_text)
     ids, pieces = ctx.tokenizer.tokenize(text, special)
     return Prompt(ids, echo_text, mm_features(conversation, text, pieces))
+
+
+def _has_image(messages: list[ChatMessage]) -> bool:
+    return any(
+        block.type == "image_url"
+        for message in messages
+        if isinstance(message.content, list)
+        for block in message.content
+    )
 
 
 def _tool_plan(ctx: ApiContext, body: ChatRequest) -> ToolPlan | None:

@@ -91,7 +91,14 @@ class CompletionsEndpoint(Endpoint[CompletionRequest]):
 
     def plan(self, ctx: ApiContext, body: CompletionRequest) -> Plan:
         check_logprobs_count(body.logprobs, "logprobs")
-        return Plan(parse_prompts(body.prompt, ctx.tokenizer, body.add_special_tokens))
+        plan = Plan(parse_prompts(body.prompt, ctx.tokenizer, body.add_special_tokens))
+        service = ctx.render_service
+        if service is not None:
+            plan.render = [
+                None if p.echo_text is None else service.completion_call(p.echo_text)
+                for p in plan.prompts
+            ]
+        return plan
 
     def chunks(self, call: Call[CompletionRequest]) -> CompletionChunks:
         return CompletionChunks(call, answer_shape(call, "cmpl-"))

@@ -12,6 +12,7 @@ from typing import TypeVar, TypeVarTuple
 
 from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.omni import ImageEmission
+from vllm_sim.api.render_service import RenderService
 from vllm_sim.api.response_store import ResponseStore
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.tokenizer import Tokenizer
@@ -93,6 +94,8 @@ class ApiContext:
     )
     # Finished /v1/responses answers (off unless VLLM_ENABLE_RESPONSES_API_STORE is set).
     responses: ResponseStore = field(default_factory=ResponseStore)
+    # Where prompt token ids come from when not from `tokenizer` (--render-url).
+    render_service: RenderService | None = None
     # Read on every request, so copied out of the settings once.
     _served: frozenset[str] = field(init=False)
     _display_model: str = field(init=False)

@@ -16,6 +16,7 @@ import msgspec
 
 from vllm_sim.api.capabilities import Capabilities
 from vllm_sim.api.context import ApiContext
+from vllm_sim.api.render_service import RenderCall
 from vllm_sim.api.streaming import AnswerShape, ChunkEncoder
 from vllm_sim.api.transfer import KvTransferParams
 from vllm_sim.engine.generation.stops import StopRules
@@ -124,6 +125,8 @@ class Plan:
     prompts: list[Prompt]
     tools: ToolPlan | None = None
     json_output: JsonPlan | None = None
+    # With a render service, what to ask it for each prompt (None: keep the prompt's ids).
+    render: list[RenderCall | None] | None = None
 
 
 @dataclass(slots=True)

@@ -65,6 +65,8 @@ async def serve(ctx: ApiContext, endpoint: Endpoint[B], request: HttpRequest) ->
         # The decoder accepts deeper nesting than a protocol's own walk of the body can
         # follow (a tool call's arguments, a schema): a client mistake, not a crash.
         raise RequestError(400, "The request is nested too deeply") from None
+    if plan.render is not None and ctx.render_service is not None:
+        await ctx.render_service.resolve(plan.prompts, plan.render)
     generation = _generation_request(ctx, endpoint, request, request_id, model, options, plan)
     try:
         stream = ctx.engine.submit(generation)

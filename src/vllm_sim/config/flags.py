@@ -387,8 +387,9 @@ SETTINGS: tuple[Setting, ...] = (
     flag("mm-encoder-only", BOOL, False, E, "Encoder-only multimodal mode (no gRPC)"),
     flag("omni", BOOL, False, C, "Omni model: responses may carry generated images"),
     flag("skip-tool-validation", BOOL, False, C, "Do not validate tool definitions"),
-    flag("render-url", STRING, "http://localhost:8082", Group.DATASETS,
-         "vLLM render service for real tokenization"),
+    flag("render-url", STRING, "", Group.DATASETS,
+         "A vLLM render service that gives chat and completions prompts their token ids "
+         "(default: the tokenizer in this process)", default_doc="none"),
     flag("render-timeout", DURATION, 30 * SECOND, Group.DATASETS, "Render call timeout",
          rules=r.duration_range("render timeout")),
     flag("mm-render-timeout", DURATION, 60 * SECOND, Group.DATASETS,

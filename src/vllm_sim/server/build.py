@@ -15,6 +15,7 @@ from vllm_sim.api.context import ApiContext, RequestIds, ServingSettings
 from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.health import Readiness
 from vllm_sim.api.omni import ImageEmission
+from vllm_sim.api.render_service import RenderService
 from vllm_sim.api.response_store import ResponseStore
 from vllm_sim.api.routes import Access, build_routes
 from vllm_sim.config import Config, FakeMetrics, project
@@ -124,7 +125,20 @@ def build_instance(
     settings = serving_settings(cfg, port)
     ids = RequestIds(cfg.seed, port)
     responses = ResponseStore(cfg.responses_api_store)
-    ctx = ApiContext(engine, tokenizer, settings, ids, failures, images, responses=responses)
+    render = None
+    if cfg.render_url:
+        timeouts = cfg.render_timeout / 1e9, cfg.mm_render_timeout / 1e9
+        render = RenderService(cfg.render_url, cfg.model, *timeouts)
+    ctx = ApiContext(
+        engine,
+        tokenizer,
+        settings,
+        ids,
+        failures,
+        images,
+        responses=responses,
+        render_service=render,
+    )
     readiness = Readiness(cfg.startup_duration / 1e9)
     on_fake: Callable[[FakeMetrics], None] | None = None
     if cfg.fake_metrics is None:

@@ -1,0 +1,144 @@
+"""`--render-url`: prompt token ids from an external render service, on the reference's
+wire, and a clear 503 naming the service when it cannot answer."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.server import SimServer, free_port
+
+
+class RenderStub:
+    """A render service whose next answers the test chooses; it records what it was asked."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, dict[str, str], dict[str, Any]]] = []
+        self.status = 200
+        self.answer: bytes | None = None  # None: token ids 1..len(words)
+        self.delay = 0.0
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.received.append((self.path, dict(self.headers), body))
+                time.sleep(stub.delay)
+                payload = stub.answer if stub.answer is not None else stub.default(self.path, body)
+                self.send_response(stub.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @staticmethod
+    def default(path: str, body: dict[str, Any]) -> bytes:
+        if path.endswith("/chat/completions/render"):
+            return json.dumps({"token_ids": list(range(1, 101))}).encode()
+        count = len(body["prompt"].split())
+        return json.dumps([{"token_ids": list(range(1, count + 1))}]).encode()
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[RenderStub]:
+    service = RenderStub()
+    yield service
+    service.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def sim(stub: RenderStub) -> Iterator[SimServer]:
+    args = ["--render-url", stub.url + "/", "--render-timeout", "500ms"]
+    with SimServer(args, model="org/model") as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def reset(stub: RenderStub) -> None:
+    stub.received.clear()
+    stub.status, stub.answer, stub.delay = 200, None, 0.0
+
+
+def _post(sim: SimServer, path: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(sim.url + path, json={"max_tokens": 1, **body}, timeout=30)
+
+
+def test_completion_prompts_are_counted_by_the_service(sim: SimServer, stub: RenderStub) -> None:
+    answer = _post(sim, "/v1/completions", {"prompt": ["one two three", "four five"]})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["usage"]["prompt_tokens"] == 5
+    paths = [path for path, _, _ in stub.received]
+    assert paths == ["/v1/completions/render"] * 2
+    _, headers, body = stub.received[0]
+    assert body == {"model": "org/model", "prompt": "one two three"}
+    assert headers["Content-Type"] == "application/json"
+
+
+def test_chat_messages_go_to_the_service_as_sent(sim: SimServer, stub: RenderStub) -> None:
+    messages = [{"role": "user", "content": "Hello"}]
+    answer = _post(sim, "/v1/chat/completions", {"messages": messages})
+    assert answer.json()["usage"]["prompt_tokens"] == 100
+    path, _, body = stub.received[0]
+    assert path == "/v1/chat/completions/render"
+    assert body["model"] == "org/model"
+    assert [(m["role"], m["content"]) for m in body["messages"]] == [("user", "Hello")]
+
+
+def test_token_id_prompts_do_not_ask_the_service(sim: SimServer, stub: RenderStub) -> None:
+    answer = _post(sim, "/v1/completions", {"prompt": [5, 6, 7]})
+    assert answer.json()["usage"]["prompt_tokens"] == 3 and stub.received == []
+
+
+@pytest.mark.parametrize(
+    ("status", "answer", "reason"),
+    [
+        (200, b"", "empty response body"),
+        (200, b"[]", "render returned empty array"),
+        (200, b'{"ids": [1]}', "an answer without token ids"),
+        (500, b'{"error": {"message": "boom"}}', "status 500: boom"),
+    ],
+)
+def test_a_failing_service_is_a_503_naming_it(
+    sim: SimServer, stub: RenderStub, status: int, answer: bytes, reason: str
+) -> None:
+    stub.status, stub.answer = status, answer
+    failed = _post(sim, "/v1/completions", {"prompt": "hi"})
+    assert failed.status_code == 503
+    message = failed.json()["error"]["message"]
+    assert stub.url in message and reason in message
+    assert httpx.get(sim.url + "/health").status_code == 200
+
+
+def test_a_refusal_of_the_service_is_the_clients_400(sim: SimServer, stub: RenderStub) -> None:
+    stub.status, stub.answer = 400, b'{"error": {"message": "bad messages"}}'
+    failed = _post(sim, "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]})
+    assert failed.status_code == 400 and "bad messages" in failed.json()["error"]["message"]
+
+
+def test_a_slow_service_times_out(sim: SimServer, stub: RenderStub) -> None:
+    stub.delay = 1.5
+    failed = _post(sim, "/v1/completions", {"prompt": "hi"})
+    assert failed.status_code == 503 and "ReadTimeout" in failed.json()["error"]["message"]
+
+
+def test_a_service_that_is_down_is_a_503_and_the_server_stays_up() -> None:
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    with SimServer(["--render-url", nowhere]) as sim:
+        for _ in range(3):
+            failed = _post(sim, "/v1/completions", {"prompt": "hi"})
+            assert failed.status_code == 503 and nowhere in failed.json()["error"]["message"]
+        assert _post(sim, "/v1/completions", {"prompt": [1, 2]}).status_code == 200
