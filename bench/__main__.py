@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench import kv, report, startup, streaming, throughput, timing
+from bench import kv, report, startup, streaming, throughput, timing, tokenizer
 from bench.cpu import CLIENT_CPU, SERVER_CPU, can_pin
 from bench.load import LoadError
 from bench.options import Options
@@ -30,6 +30,7 @@ BENCHMARKS = {
     timing.NAME: Benchmark(timing.run, timing.show),
     startup.NAME: Benchmark(startup.run, startup.show),
     kv.NAME: Benchmark(kv.run, kv.show),
+    tokenizer.NAME: Benchmark(tokenizer.run, tokenizer.show),
 }
 
 
