@@ -136,7 +136,6 @@ class Config:
     chat_template: str
     tokenizer_revision: str
     revision: str
-    hf_token: str
     download_dir: str
     chat_template_content_format: str
     trust_request_chat_template: bool

@@ -69,14 +69,12 @@ def _download(name: str, revision: str, cfg: Config) -> None:
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     _log.info("Downloading the tokenizer files of %s from the HuggingFace hub", name)
-    token = cfg.hf_token or None
     try:
         snapshot_download(
             name,
             revision=revision or None,
             allow_patterns=list(TOKENIZER_PATTERNS),
             cache_dir=cfg.download_dir or None,
-            token=token,
         )
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -226,7 +226,7 @@ def test_max_model_len_from_the_text_part_of_a_multimodal_config(tmp_path: Path)
 def test_max_model_len_fallback_says_why(tmp_path: Path) -> None:
     info = startup("org/m")
     assert info.config.max_model_len == 32768
-    assert "'org/m' is no local folder holding a config.json" in info.startup_notes()[-1][1]
+    assert "no config.json of the model 'org/m' is on this machine" in info.startup_notes()[-1][1]
     folder = _model_folder(tmp_path, {"hidden_size": 8})
     assert load(folder).max_model_len == 32768
 

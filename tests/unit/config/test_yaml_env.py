@@ -54,7 +54,8 @@ def test_defaults_match_the_spec() -> None:
         "global_cache_hit_threshold": 0.0, "failure_injection_rate": 0, "failure_types": (),
         "data_parallel_size": 1, "data_parallel_rank": -1, "dataset_path": "",
         "dataset_url": "", "dataset_in_memory": False, "dataset_table_name": "llmd",
-        "render_url": "http://localhost:8082", "render_timeout": 30_000 * MS,
+        # In-process tokenization unless a render service is named (the reference: :8082).
+        "render_url": "", "render_timeout": 30_000 * MS,
         "mm_render_timeout": 60_000 * MS, "force_dummy_tokenizer": False,
         "default_embedding_dimensions": 384, "ssl_certfile": "", "ssl_keyfile": "",
         "self_signed_certs": False, "fake_metrics": None,
