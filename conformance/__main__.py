@@ -103,7 +103,7 @@ def start_servers(layout: Layout, args: argparse.Namespace) -> tuple[Server, Ser
         oracle = attach("vLLM", args.oracle_port)
     else:
         oracle = start("vLLM", oracle_argv(layout), logs / "vllm.log", env=ORACLE_ENV)
-    sim = start("vllm-sim", simulator_argv(REPO), logs / "sim.log")
+    sim = start("vllm-sim", simulator_argv(REPO, layout.model), logs / "sim.log")
     try:
         wait_ready(sim, 60)
         wait_ready(oracle, args.oracle_timeout)

@@ -195,15 +195,24 @@ OTHER_GENERATION_CASES = [
     post("messages-count-tokens", "/v1/messages/count_tokens", {"model": MODEL, "messages": USER}),
 ]
 
+# The ids and their strings: both servers use the same model's tokenizer.
+TOKENS = frozenset({"tokens", "count", "token_strs"})
+
 UTILITY_CASES = [
-    post("tokenize", "/tokenize", {"model": MODEL, "prompt": PROMPT}),
-    post("tokenize-chat", "/tokenize", {"model": MODEL, "messages": USER}),
+    post("tokenize", "/tokenize", {"model": MODEL, "prompt": PROMPT}, exact_values=TOKENS),
+    post("tokenize-chat", "/tokenize", {"model": MODEL, "messages": USER}, exact_values=TOKENS),
     post(
         "tokenize-token-strs",
         "/tokenize",
         {"model": MODEL, "prompt": PROMPT, "return_token_strs": True},
+        exact_values=TOKENS,
     ),
-    post("detokenize", "/detokenize", {"model": MODEL, "tokens": [10, 20, 30]}),
+    post(
+        "detokenize",
+        "/detokenize",
+        {"model": MODEL, "tokens": [10, 20, 30]},
+        exact_values=frozenset({"prompt"}),
+    ),
     get("models", "/v1/models"),
     get("version", "/version"),
     get("ping", "/ping"),

@@ -139,13 +139,15 @@ def oracle_argv(layout: Layout) -> list[str]:
 ORACLE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
-def simulator_argv(repo: Path) -> list[str]:
-    """The simulator as `make dev` installs it, serving the same name and context; zero
-    latency (the default) keeps the run short, and no extra tool calls, so `required` and
-    named choices make one call as the oracle's grammar does."""
+def simulator_argv(repo: Path, model: Path) -> list[str]:
+    """The simulator as `make dev` installs it, serving the same model folder (so it has the
+    same tokenizer and chat template), name and context; zero latency (the default) keeps
+    the run short, and no extra tool calls, so `required` and named choices make one call
+    as the oracle's grammar does."""
     return [
         str(repo / ".venv" / "bin" / "vllm-sim"),
-        "--model", MODEL_NAME,
+        "--model", str(model),
+        "--served-model-name", MODEL_NAME,
         "--host", "127.0.0.1", "--port", "{port}",
         "--max-model-len", str(MAX_MODEL_LEN),
         "--seed", "1",

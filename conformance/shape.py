@@ -26,6 +26,9 @@ ROOT = "$"
 # Keys whose values are fixed by the protocol or by the request, never by generated content.
 VALUE_KEYS = frozenset(
     {
+        # Both servers tokenize prompts with the same model's tokenizer and template.
+        "prompt_tokens",
+        "input_tokens",
         "object",
         "type",
         "role",

@@ -54,6 +54,9 @@ TOOLS: Final = (
 )
 
 
+Messages = list[dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class Conversation:
     wire: list[dict[str, Any]]  # what the client sends
@@ -83,9 +86,16 @@ def _tool_exchange(
     call = {"id": f"call_{index}", "type": "function"}
     wire_call = {**call, "function": {"name": "get_weather", "arguments": json.dumps(arguments)}}
     template_call = {**call, "function": {"name": "get_weather", "arguments": arguments}}
-    result = {"role": "tool", "tool_call_id": f"call_{index}", "content": "Sunny, 21°C"}
-    wire = [{"role": "assistant", "content": None, "tool_calls": [wire_call]}, result]
-    template = [{"role": "assistant", "content": "", "tool_calls": [template_call]}, result]
+    result: dict[str, Any] = {
+        "role": "tool",
+        "tool_call_id": f"call_{index}",
+        "content": "Sunny, 21°C",
+    }
+    wire: Messages = [{"role": "assistant", "content": None, "tool_calls": [wire_call]}, result]
+    template: Messages = [
+        {"role": "assistant", "content": "", "tool_calls": [template_call]},
+        result,
+    ]
     return wire, template
 
 

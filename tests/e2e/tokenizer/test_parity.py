@@ -102,8 +102,8 @@ def test_completion_prompt_tokens_tokenize_and_render_equal_transformers(
     answer = _post(client, "/v1/completions", {"model": SERVED, "prompt": prompt, "max_tokens": 1})
     assert answer["usage"]["prompt_tokens"] == len(expected)
     assert _post(client, "/tokenize", {"model": SERVED, "prompt": prompt})["tokens"] == expected
-    rendered = _post(client, "/v1/completions/render", {"model": SERVED, "prompt": prompt})
-    assert rendered == [{"token_ids": expected}]
+    rendered = client.post("/v1/completions/render", json={"model": SERVED, "prompt": prompt})
+    assert rendered.json() == [{"token_ids": expected}]
 
 
 def test_token_strs_are_vocabulary_entries(family: tuple[httpx.Client, Any]) -> None:

@@ -54,7 +54,7 @@ def _stream(
         },
     )
     assert reply.status == 200, reply.body
-    text, ids, usage = "", [], {}
+    text, ids, usage = "", list[int](), dict[str, Any]()
     for _, data in reply.data:
         if data == "[DONE]":
             break
@@ -141,7 +141,7 @@ def test_tool_call_arguments_are_real_tokens(client: httpx.Client, qwen: Path) -
 def test_kv_block_hashes_are_those_of_the_real_template_ids(qwen: Path) -> None:
     reference = AutoTokenizer.from_pretrained(str(qwen))
     rendered = reference.apply_chat_template(MESSAGES, tokenize=True, add_generation_prompt=True)
-    expected = list(rendered if isinstance(rendered, list) else rendered["input_ids"])
+    expected: list[int] = list(rendered if isinstance(rendered, list) else rendered["input_ids"])
     assert len(expected) >= 32
     model = str(qwen)
     with kv_server_of(model=model) as (_sim, sub, http):

@@ -93,7 +93,7 @@ def test_returned_lists_do_not_alias_the_bank(bank: SentenceBank) -> None:
 
 
 class EmptyTokenizer(SimulatedTokenizer):
-    def tokenize(self, text: str) -> tuple[list[int], list[str]]:
+    def tokenize(self, text: str, add_special_tokens: bool = False) -> tuple[list[int], list[str]]:
         return [], []
 
 
