@@ -17,12 +17,10 @@ from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import (
     ChatMessage,
     ContentBlock,
-    Conversation,
     FunctionCall,
     MediaUrl,
     TemplateChoices,
     ToolCall,
-    chat_input,
     flat_function_tools,
     read_conversation,
     render,
@@ -42,7 +40,6 @@ from vllm_sim.engine.generation.stops import StopRules
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.engine.tokenizer import ChatInput
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
@@ -251,7 +248,7 @@ class MessagesEndpoint(Endpoint[MessagesRequest]):
         messages = _messages(body)
         tools = _tool_plan(ctx, body)
         conversation = read_conversation(messages)
-        text = render(ctx.tokenizer, _chat(body, messages, conversation))
+        text = render(ctx.tokenizer, messages, conversation, _template_choices(body))
         return Plan([Prompt(ctx.tokenizer.encode(text), conversation.turns[-1].text)], tools)
 
     def chunks(self, call: Call[MessagesRequest]) -> MessageEvents:
@@ -286,20 +283,16 @@ def count_tokens(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         _tools(ctx, body)  # checked as /v1/messages checks them
     except RecursionError:
         raise RequestError(400, "The request is nested too deeply") from None
-    count = len(ctx.tokenizer.encode(render(ctx.tokenizer, _chat(body, messages, conversation))))
+    text = render(ctx.tokenizer, messages, conversation, _template_choices(body))
+    count = len(ctx.tokenizer.encode(text))
     return json_response(
         {"input_tokens": count, "context_management": {"original_input_tokens": count}}
     )
 
 
-def _chat(
-    body: MessagesRequest | CountTokensRequest,
-    messages: list[ChatMessage],
-    conversation: Conversation,
-) -> ChatInput:
-    """The chat template's input: the converted messages and tools."""
-    choices = TemplateChoices(tools=flat_function_tools(body.tools, "input_schema"))
-    return chat_input(messages, conversation, choices)
+def _template_choices(body: MessagesRequest | CountTokensRequest) -> TemplateChoices:
+    """The chat template's options: the request's tools, in chat's form."""
+    return TemplateChoices(tools=flat_function_tools(body.tools, "input_schema"))
 
 
 def stop_reason(seq: Sequence) -> str:

@@ -10,7 +10,6 @@ import msgspec
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import (
     ChatMessage,
-    chat_input,
     mm_features,
     read_conversation,
     render,
@@ -127,7 +126,7 @@ def _prompt(ctx: ApiContext, body: ChatRequest) -> Prompt:
     conversation = read_conversation(body.messages)
     turns = conversation.turns
     echo_text = turns[-1].text if turns else ""
-    text = render(ctx.tokenizer, chat_input(body.messages, conversation, body))
+    text = render(ctx.tokenizer, body.messages, conversation, body)
     special = body.add_special_tokens
     if not (ctx.settings.prefix_caching and conversation.media):
         return Prompt(ctx.tokenizer.encode(text, special), echo_text)

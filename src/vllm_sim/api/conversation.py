@@ -244,13 +244,16 @@ def flat_function_tools(tools: object, schema_key: str) -> list[Any] | None:
 
 
 def chat_input(
-    messages: list[ChatMessage], conversation: Conversation, body: ChatOptions
+    tokenizer: Tokenizer, messages: list[ChatMessage], conversation: Conversation, body: ChatOptions
 ) -> ChatInput:
-    """The conversation as a chat template and the simulated tokenizer read it."""
+    """The conversation as the tokenizer reads it: a chat template reads the messages in
+    OpenAI's shape, the simulated tokenizer only the flattened turns (the messages are then
+    not built, which keeps its request path short)."""
+    shaped = [_template_message(m) for m in messages] if tokenizer.uses_chat_template else []
     return ChatInput(
         conversation.turns,
-        [_template_message(message) for message in messages],
-        tools=template_tools(body.tools),
+        shaped,
+        tools=template_tools(body.tools) if tokenizer.uses_chat_template else None,
         add_generation_prompt=body.add_generation_prompt,
         continue_final_message=body.continue_final_message,
         template=body.chat_template,
@@ -259,10 +262,12 @@ def chat_input(
     )
 
 
-def render(tokenizer: Tokenizer, chat: ChatInput) -> str:
-    """The prompt text of `chat`; a template that fails is the request's 400."""
+def render(
+    tokenizer: Tokenizer, messages: list[ChatMessage], conversation: Conversation, body: ChatOptions
+) -> str:
+    """The prompt text of a conversation; a template that fails is the request's 400."""
     try:
-        return tokenizer.render_chat(chat)
+        return tokenizer.render_chat(chat_input(tokenizer, messages, conversation, body))
     except TemplateError as error:
         raise RequestError(400, str(error), "messages") from None
 

@@ -13,7 +13,7 @@ from vllm_sim.api.body import decode_body
 from vllm_sim.api.chat import ChatRequest
 from vllm_sim.api.completions import parse_prompts
 from vllm_sim.api.context import ApiContext
-from vllm_sim.api.conversation import chat_input, mm_features, read_conversation, render
+from vllm_sim.api.conversation import mm_features, read_conversation, render
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
@@ -42,7 +42,7 @@ def render_chat(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     if not body.messages:
         raise RequestError(400, "messages must not be empty", "messages")
     conversation = read_conversation(body.messages)
-    text = render(ctx.tokenizer, chat_input(body.messages, conversation, body))
+    text = render(ctx.tokenizer, body.messages, conversation, body)
     ids, pieces = ctx.tokenizer.tokenize(text, body.add_special_tokens)
     answer: dict[str, Any] = {"token_ids": ids}
     features = mm_features(conversation, text, pieces)

@@ -26,7 +26,6 @@ from vllm_sim.api.conversation import (
     MediaUrl,
     TemplateChoices,
     ToolCall,
-    chat_input,
     flat_function_tools,
     read_conversation,
     render,
@@ -292,8 +291,8 @@ class ResponsesEndpoint(Endpoint[ResponsesRequest]):
         conversation = [*prior, *messages]
         read = read_conversation(conversation)
         choices = TemplateChoices(tools=flat_function_tools(body.tools, "parameters"))
-        chat = chat_input(conversation, read, choices)
-        token_ids = ctx.tokenizer.encode(render(ctx.tokenizer, chat)) if read.turns else []
+        text = render(ctx.tokenizer, conversation, read, choices) if read.turns else ""
+        token_ids = ctx.tokenizer.encode(text) if read.turns else []
         if _keeps(ctx, body):
             self._conversations.remember(body, conversation)
         return Plan([Prompt(token_ids, _echo_text(messages))], tools, json_plan)

@@ -8,7 +8,7 @@ import msgspec
 
 from vllm_sim.api.body import decode_body
 from vllm_sim.api.context import ApiContext
-from vllm_sim.api.conversation import ChatMessage, chat_input, read_conversation, render
+from vllm_sim.api.conversation import ChatMessage, read_conversation, render
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
@@ -44,7 +44,7 @@ def tokenize(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         ids = ctx.tokenizer.encode(body.prompt, _special(body.add_special_tokens, True))
     elif body.messages:
         conversation = read_conversation(body.messages)
-        text = render(ctx.tokenizer, chat_input(body.messages, conversation, body))
+        text = render(ctx.tokenizer, body.messages, conversation, body)
         ids = ctx.tokenizer.encode(text, _special(body.add_special_tokens, False))
     else:
         ids = []

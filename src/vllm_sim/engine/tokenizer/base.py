@@ -63,6 +63,9 @@ class Tokenizer(Protocol):
     max_token_id: int
     # Which tokenizer this is and where it came from, for the start-up log.
     description: str
+    # Whether chats are rendered by a template from their OpenAI-shaped messages (else
+    # from the flattened turns alone).
+    uses_chat_template: bool
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         """Token ids of `text`; with `add_special_tokens`, the ones the model's tokenizer

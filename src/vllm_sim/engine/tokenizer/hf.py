@@ -9,17 +9,19 @@ and the library's encoders are safe to share only while nobody reconfigures them
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
 from tokenizers import Encoding
 from tokenizers import Tokenizer as Backend
 
 from vllm_sim.engine.tokenizer import memo
 from vllm_sim.engine.tokenizer.base import ChatInput, TemplateError
-from vllm_sim.engine.tokenizer.memo import PromptMemo
+from vllm_sim.engine.tokenizer.memo import BoundedMemo, PromptMemo
 from vllm_sim.engine.tokenizer.template import ChatTemplate
 
 _MAX_JSON_BYTES: Final = 64 << 20  # a tokenizer.json is a few MB; never read more
@@ -27,6 +29,9 @@ _MEMO_MAX_CHARS: Final = 4096  # longer texts are tokenized each time
 # Longer texts are encoded by the library's batch call, which releases the GIL while it
 # works, so the event loop keeps running while a worker thread encodes a large prompt.
 _GIL_FREE_CHARS: Final = 8192
+_RENDERED_BYTES: Final = 8 << 20
+_REQUEST_TEMPLATE_BYTES: Final = 4 << 20
+_encode_key = msgspec.json.Encoder().encode
 _SPECIAL_TOKEN_KEYS: Final = (
     "bos_token",
     "eos_token",
@@ -94,6 +99,8 @@ class TemplateOptions:
 class HfTokenizer:
     """A `Tokenizer` over a model folder's `tokenizer.json`."""
 
+    uses_chat_template = True
+
     def __init__(self, folder: Path, options: TemplateOptions | None = None) -> None:
         """Raises ValueError when the folder holds no usable tokenizer."""
         options = options or TemplateOptions()
@@ -118,6 +125,10 @@ class HfTokenizer:
             PromptMemo(memo.DEFAULT_MAX_BYTES // 2),
         )
         self._pieces: dict[int, str] = {}
+        self._rendered: BoundedMemo[str, str] = BoundedMemo(_RENDERED_BYTES, _text_bytes)
+        self._request_templates: BoundedMemo[str, ChatTemplate] = BoundedMemo(
+            _REQUEST_TEMPLATE_BYTES, lambda source, _: 4 * sys.getsizeof(source)
+        )
         self.description = f"the model's tokenizer from {folder}"
 
     def _compile(self, source: str) -> ChatTemplate:
@@ -165,20 +176,54 @@ class HfTokenizer:
     # Chat
 
     def render_chat(self, chat: ChatInput) -> str:
-        template = self._template
-        if chat.template is not None:
-            if not self._options.trust_request_template:
+        """The chat's prompt text. Conversations repeat (a system prompt and a question
+        asked by a benchmark, retries), so the text of recent ones is remembered, keyed by
+        everything the rendering reads; a template that reads the clock is never cached."""
+        template = self._template_for(chat)
+        key = self._render_key(chat) if template.cacheable else None
+        if key is not None and (text := self._rendered.get(key)) is not None:
+            return text
+        text = template.render(chat, self._options.default_kwargs)
+        if key is not None:
+            self._rendered.put(key, text)
+        return text
+
+    def _template_for(self, chat: ChatInput) -> ChatTemplate:
+        if chat.template is None:
+            if self._template is None:
                 raise TemplateError(
-                    "Chat template is passed with request, but --trust-request-chat-template "
-                    "is not set. Refused request with untrusted chat template."
+                    "As of transformers v4.44, default chat template is no longer allowed, so "
+                    "you must provide a chat template if the tokenizer does not define one."
                 )
-            template = self._compile(chat.template)
-        if template is None:
+            return self._template
+        if not self._options.trust_request_template:
             raise TemplateError(
-                "As of transformers v4.44, default chat template is no longer allowed, so you "
-                "must provide a chat template if the tokenizer does not define one."
+                "Chat template is passed with request, but --trust-request-chat-template "
+                "is not set. Refused request with untrusted chat template."
             )
-        return template.render(chat, self._options.default_kwargs)
+        compiled = self._request_templates.get(chat.template)
+        if compiled is None:
+            compiled = self._compile(chat.template)
+            self._request_templates.put(chat.template, compiled)
+        return compiled
+
+    @staticmethod
+    def _render_key(chat: ChatInput) -> str | None:
+        try:
+            key = _encode_key(
+                (
+                    chat.messages,
+                    chat.tools,
+                    chat.documents,
+                    chat.template_kwargs,
+                    chat.add_generation_prompt,
+                    chat.continue_final_message,
+                    chat.template,
+                )
+            )
+        except (TypeError, ValueError, OverflowError):
+            return None
+        return key.decode() if len(key) <= _MEMO_MAX_CHARS else None
 
     # Decoding
 
@@ -197,6 +242,10 @@ class HfTokenizer:
             piece = self.decode([token_id]) if 0 <= token_id <= self.max_token_id else ""
             self._pieces[token_id] = piece
         return piece
+
+
+def _text_bytes(key: str, text: str) -> int:
+    return sys.getsizeof(key) + sys.getsizeof(text) + memo.ENTRY_OVERHEAD
 
 
 def text_pieces(text: str, offsets: Sequence[tuple[int, int]]) -> list[str]:

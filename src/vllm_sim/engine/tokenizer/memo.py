@@ -13,7 +13,11 @@ from __future__ import annotations
 import sys
 import threading
 from collections import deque
-from typing import Final
+from collections.abc import Callable
+from typing import Final, Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 DEFAULT_MAX_BYTES: Final = 16 * 1024 * 1024
 
@@ -65,4 +69,37 @@ class PromptMemo:
                 self._bytes -= entry_bytes(oldest, self.ids.pop(oldest))
             self.ids[text] = ids
             self._order.append(text)
+            self._bytes += size
+
+
+class BoundedMemo(Generic[K, V]):
+    """key -> value within `max_bytes` as `size(key, value)` estimates them, the oldest
+    evicted first; like PromptMemo, lock-free reads and locked writes."""
+
+    def __init__(self, max_bytes: int, size: Callable[[K, V], int]) -> None:
+        self._max_bytes = max_bytes
+        self._size = size
+        self._entries: dict[K, tuple[V, int]] = {}
+        self._order: deque[K] = deque()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: K) -> V | None:
+        entry = self._entries.get(key)
+        return None if entry is None else entry[0]
+
+    def put(self, key: K, value: V) -> None:
+        size = self._size(key, value)
+        if size > self._max_bytes:
+            return
+        with self._lock:
+            if key in self._entries:
+                return
+            while self._order and self._bytes + size > self._max_bytes:
+                self._bytes -= self._entries.pop(self._order.popleft())[1]
+            self._entries[key] = (value, size)
+            self._order.append(key)
             self._bytes += size

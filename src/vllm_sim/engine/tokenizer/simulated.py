@@ -60,6 +60,7 @@ class SimulatedTokenizer:
     eos_token_id: int = EOS_TOKEN_ID
     max_token_id: int = 2**32 - 1  # ids are 32-bit hashes of the pieces
     description: str = "the simulated tokenizer (words and punctuation, FNV-1a ids)"
+    uses_chat_template: bool = False
 
     def __init__(
         self,
