@@ -48,12 +48,21 @@ def _looks_like_hub_id(name: str) -> bool:
 def fetch_tokenizer_files(cfg: Config, environ: Mapping[str, str] = os.environ) -> None:
     """Puts the tokenizer's files in the cache when they are not on this machine yet and
     the hub may be asked; says why not when it fails (start-up then falls back)."""
-    if cfg.force_dummy_tokenizer or hub_offline(environ):
+    if cfg.force_dummy_tokenizer:
         return
     for name, revision in _wanted(cfg):
-        if find_model_folder(name, revision, environ, cfg.download_dir) is not None:
-            continue
-        _download(name, revision, cfg)
+        fetch_model_files(name, revision, cfg.download_dir, environ)
+
+
+def fetch_model_files(
+    name: str, revision: str = "", download_dir: str = "", environ: Mapping[str, str] = os.environ
+) -> None:
+    """Downloads hub model `name`'s tokenizer and configuration files unless they are here
+    already, the hub is offline or `name` is no hub id."""
+    if hub_offline(environ) or not _looks_like_hub_id(name):
+        return
+    if find_model_folder(name, revision, environ, download_dir) is None:
+        _download(name, revision, download_dir)
 
 
 def _wanted(cfg: Config) -> list[tuple[str, str]]:
@@ -61,10 +70,10 @@ def _wanted(cfg: Config) -> list[tuple[str, str]]:
     names = [(tokenizer_name(cfg), tokenizer_revision(cfg))]
     if cfg.tokenizer and cfg.tokenizer != cfg.model:
         names.append((cfg.model, cfg.revision))
-    return [(name, revision) for name, revision in names if _looks_like_hub_id(name)]
+    return names
 
 
-def _download(name: str, revision: str, cfg: Config) -> None:
+def _download(name: str, revision: str, download_dir: str) -> None:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
@@ -74,7 +83,7 @@ def _download(name: str, revision: str, cfg: Config) -> None:
             name,
             revision=revision or None,
             allow_patterns=list(TOKENIZER_PATTERNS),
-            cache_dir=cfg.download_dir or None,
+            cache_dir=download_dir or None,
         )
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -70,6 +70,12 @@ def choose_tokenizer(cfg: Config, environ: Mapping[str, str]) -> TokenizerChoice
         return TokenizerChoice(SimulatedTokenizer(), logging.INFO, FORCED)
     name = tokenizer_name(cfg)
     folder = find_model_folder(name, tokenizer_revision(cfg), environ, cfg.download_dir)
+    return tokenizer_in(name, folder, cfg)
+
+
+def tokenizer_in(name: str, folder: Path | None, cfg: Config | None = None) -> TokenizerChoice:
+    """The tokenizer of model `name` whose files are in `folder` (None: not here), rendering
+    chats as `cfg` says (None: the model's own template, vLLM's defaults)."""
     if folder is None or not (folder / "tokenizer.json").is_file():
         if folder is None:
             where = "no such folder, and not in the HuggingFace cache"
@@ -81,16 +87,18 @@ def choose_tokenizer(cfg: Config, environ: Mapping[str, str]) -> TokenizerChoice
     return TokenizerChoice(tokenizer, logging.INFO, f"Using {tokenizer.description}")
 
 
-def load_tokenizer(folder: Path, cfg: Config) -> Tokenizer:
+def load_tokenizer(folder: Path, cfg: Config | None) -> Tokenizer:
     """The model's tokenizer in `folder`, rendering chats as `cfg` says."""
     from vllm_sim.engine.tokenizer.hf import HfTokenizer, TemplateOptions
 
-    options = TemplateOptions(
-        override=chat_template_text(cfg.chat_template),
-        content_format=cfg.chat_template_content_format,
-        trust_request_template=cfg.trust_request_chat_template,
-        default_kwargs=cfg.default_chat_template_kwargs,
-    )
+    options = TemplateOptions()
+    if cfg is not None:
+        options = TemplateOptions(
+            override=chat_template_text(cfg.chat_template),
+            content_format=cfg.chat_template_content_format,
+            trust_request_template=cfg.trust_request_chat_template,
+            default_kwargs=cfg.default_chat_template_kwargs,
+        )
     try:
         return HfTokenizer(folder, options)
     except (ValueError, TemplateError) as error:
