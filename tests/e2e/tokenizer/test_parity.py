@@ -120,3 +120,11 @@ def test_detokenize_is_the_reference_decode(family: tuple[httpx.Client, Any]) ->
     too_big = client.post("/detokenize", json={"tokens": [len(reference)]})
     assert too_big.status_code == 400
     assert too_big.json()["error"]["param"] == "tokens[0]"
+
+
+def test_prompt_ids_outside_the_vocabulary_are_refused(family: tuple[httpx.Client, Any]) -> None:
+    client, reference = family
+    body = {"model": SERVED, "prompt": [1, len(reference)], "max_tokens": 1}
+    refused = client.post("/v1/completions", json=body)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["message"] == f"Token id {len(reference)} is out of vocabulary"

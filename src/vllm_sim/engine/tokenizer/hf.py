@@ -86,6 +86,15 @@ def _folder_template(folder: Path, config: Mapping[str, Any]) -> str | None:
     return template if isinstance(template, str) else None
 
 
+def _configured_eos(path: Path) -> int | None:
+    """The first `eos_token_id` of a configuration file (an id or a list of them)."""
+    found = read_json(path)
+    eos = found.get("eos_token_id") if isinstance(found, dict) else None
+    if isinstance(eos, list) and eos:
+        eos = eos[0]
+    return eos if isinstance(eos, int) and not isinstance(eos, bool) else None
+
+
 @dataclass(frozen=True, slots=True)
 class TemplateOptions:
     """How chats are rendered: vLLM's `--chat-template*` flags."""
@@ -137,18 +146,15 @@ class HfTokenizer:
     def _eos_id(self, folder: Path, config: Mapping[str, Any]) -> int:
         """The token a model ends its answers with: generation_config.json's first
         `eos_token_id`, else the tokenizer's end-of-sequence token, else config.json's."""
-        for name in ("generation_config.json", "config.json"):
-            found = read_json(folder / name)
-            eos = found.get("eos_token_id") if isinstance(found, dict) else None
-            if isinstance(eos, list) and eos:
-                eos = eos[0]
-            if isinstance(eos, int) and not isinstance(eos, bool):
-                return eos
-            if name == "generation_config.json" and (text := self._special.get("eos_token")):
-                token_id = self._backend.token_to_id(text)
-                if token_id is not None:
-                    return int(token_id)
-        raise ValueError(f"{folder}: no end-of-sequence token in its configuration files")
+        found = _configured_eos(folder / "generation_config.json")
+        if found is None and (text := self._special.get("eos_token")):
+            token_id = self._backend.token_to_id(text)
+            found = None if token_id is None else int(token_id)
+        if found is None:
+            found = _configured_eos(folder / "config.json")
+        if found is None:
+            raise ValueError(f"{folder}: no end-of-sequence token in its configuration files")
+        return found
 
     # Encoding
 
@@ -239,8 +245,9 @@ class HfTokenizer:
         logprobs); remembered, at most one entry per vocabulary id."""
         piece = self._pieces.get(token_id)
         if piece is None:
-            piece = self.decode([token_id]) if 0 <= token_id <= self.max_token_id else ""
-            self._pieces[token_id] = piece
+            if not 0 <= token_id <= self.max_token_id:
+                return ""
+            piece = self._pieces[token_id] = self.decode([token_id])
         return piece
 
 
