@@ -13,7 +13,7 @@ from vllm_sim.api.body import decode_body
 from vllm_sim.api.chat import ChatRequest
 from vllm_sim.api.completions import parse_prompts
 from vllm_sim.api.context import ApiContext
-from vllm_sim.api.conversation import mm_features, read_conversation, render
+from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation, render
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
 
@@ -25,7 +25,15 @@ class CompletionRenderRequest(msgspec.Struct):
 
 
 _completion_decoder = msgspec.json.Decoder(CompletionRenderRequest)
-_chat_decoder = msgspec.json.Decoder(ChatRequest)
+
+
+class ChatRenderRequest(ChatRequest, kw_only=True):
+    """A chat request whose messages may be missing: render names that in its own words."""
+
+    messages: list[ChatMessage] = msgspec.field(default_factory=list)
+
+
+_chat_decoder = msgspec.json.Decoder(ChatRenderRequest)
 
 
 def render_completion(ctx: ApiContext, request: HttpRequest) -> AnyResponse:

@@ -111,10 +111,10 @@ def check_usage(message: Message, output_tokens: int) -> None:
 
 
 def tool_output_tokens(blocks: list[ToolUseBlock]) -> int:
-    """3 per call plus its compact, sorted-key JSON arguments' tokens, then the answer's
-    end-of-sequence token (which follows the calls as it follows a text)."""
+    """Each call's compact, sorted-key JSON arguments' tokens (the tokens it streams), then
+    the answer's end-of-sequence token (which follows the calls as it follows a text)."""
     return EOS_TOKENS + sum(
-        3 + len(ascii_tokens(json.dumps(b.input, separators=(",", ":"), sort_keys=True)))
+        len(ascii_tokens(json.dumps(b.input, separators=(",", ":"), sort_keys=True)))
         for b in blocks
     )
 
@@ -403,7 +403,6 @@ def check_tool_stream(events: list[Event]) -> None:
             assert block["type"] == "tool_use" and block["input"] == {}
             assert TOOLU_ID.fullmatch(block["id"])
             joined[current] = ""
-            total += 3
         elif event.name == "content_block_delta":
             assert event.data["index"] == current
             assert event.data["delta"]["type"] == "input_json_delta"

@@ -327,7 +327,7 @@ def test_tools_give_exactly_one_function_call(
         assert reply.status == "completed" and reply.output_text == ""
         assert reply.usage is not None
         # 3 framing tokens per call, the arguments, then the end of sequence.
-        assert reply.usage.output_tokens == 3 + len(ascii_tokens(call.arguments)) + EOS_TOKENS
+        assert reply.usage.output_tokens == len(ascii_tokens(call.arguments)) + EOS_TOKENS
         assert reply.tool_choice == (tool_choice or "auto")
         assert [t.type for t in reply.tools] == ["function", "function"]
     assert names_seen <= {"get_weather", "get_time"}
@@ -624,7 +624,7 @@ def test_stream_helper_tool_turn(client: openai.OpenAI, sim: SimServer) -> None:
     assert all(e.item_id == call.id and e.output_index == 0 for e in deltas)
     # The end of sequence that follows the call counts, though no delta carries it.
     assert final.usage is not None
-    assert final.usage.output_tokens == 3 + len(deltas) + EOS_TOKENS
+    assert final.usage.output_tokens == len(deltas) + EOS_TOKENS
 
 
 def test_raw_sdk_stream_iteration(client: openai.OpenAI, sim: SimServer) -> None:
@@ -706,7 +706,7 @@ def test_wire_tool_stream(http: httpx.Client) -> None:
     assert all(d["item_id"] == added["id"] and d["output_index"] == 0 for d in deltas)
     assert all(d["delta"] for d in deltas), "no delta for the end of sequence"
     usage = one(events, "response.completed")["response"]["usage"]
-    assert usage["output_tokens"] == 3 + len(deltas) + EOS_TOKENS
+    assert usage["output_tokens"] == len(deltas) + EOS_TOKENS
     joined = "".join(d["delta"] for d in deltas)
     done = one(events, "response.function_call_arguments.done")
     assert done["arguments"] == joined and done["name"] == "get_weather"
