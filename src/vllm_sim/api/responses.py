@@ -292,7 +292,9 @@ class ResponsesEndpoint(Endpoint[ResponsesRequest]):
         read = read_conversation(conversation)
         choices = TemplateChoices(tools=flat_function_tools(body.tools, "parameters"))
         text = render(ctx.tokenizer, conversation, read, choices) if read.turns else ""
-        token_ids = ctx.tokenizer.encode(text) if read.turns else []
+        # vLLM tokenizes a Responses prompt with the tokenizer's special tokens on top of
+        # what the template wrote (a second beginning-of-sequence token, for some models).
+        token_ids = ctx.tokenizer.encode(text, add_special_tokens=True) if read.turns else []
         if _keeps(ctx, body):
             self._conversations.remember(body, conversation)
         return Plan([Prompt(token_ids, _echo_text(messages))], tools, json_plan)
