@@ -16,6 +16,10 @@ KV_NEEDS_POD_IP = "IP should be defined in the environment (POD_IP) for KV cache
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["dataset"]:  # the dataset tool, not a server
+        from vllm_sim.server.dataset_tool import main as dataset_main
+
+        return dataset_main(args[1:])
     try:
         loaded = load_startup(args, os.environ)
     except HelpRequested as help_text:
@@ -35,6 +39,14 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     notes = loaded.startup_notes()
+    if cfg.dataset_path:
+        from vllm_sim.server.dataset_setup import DatasetSetupError, prepare_dataset
+
+        try:  # once, before data-parallel ranks start
+            prepare_dataset(cfg)
+        except DatasetSetupError as error:
+            print(f"vllm-sim: {error}", file=sys.stderr)
+            return 2
     if cfg.data_parallel_size > 1 and cfg.data_parallel_rank < 0:
         from vllm_sim.server.ranks import serve_ranks
 
@@ -50,6 +62,7 @@ def serve_rank(cfg: Config, port: int, rank: int, notes: Sequence[Note] = ()) ->
     logged once the last start-up check passed, so a failed start still says one line."""
     # Imported late so that --help and config errors answer fast.
     from vllm_sim.server.build import build_instance
+    from vllm_sim.server.dataset_setup import DatasetSetupError
     from vllm_sim.server.runner import serve
     from vllm_sim.server.tls import TlsError, tls_setup
 
@@ -61,7 +74,12 @@ def serve_rank(cfg: Config, port: int, rank: int, notes: Sequence[Note] = ()) ->
     for level, message in notes:
         logging.getLogger("vllm_sim").log(level, message)
     try:
-        return serve(build_instance(cfg, port, rank), cfg.host, tls)
+        try:
+            instance = build_instance(cfg, port, rank)
+        except DatasetSetupError as error:
+            print(f"vllm-sim: {error}", file=sys.stderr)
+            return 2
+        return serve(instance, cfg.host, tls)
     finally:
         if tls is not None:
             tls.close()
