@@ -32,7 +32,7 @@ from vllm_sim.engine.tokenizer import Tokenizer
 log = logging.getLogger("vllm_sim")
 
 PREFIX: Final = "dataset initialization error: "
-_CHUNK: Final = 1 << 20
+_CHUNK: Final = 1 << 16
 # Seconds a download may go without receiving a byte before it fails (the reference waits
 # forever; a stalled server should not hold the start-up hostage).
 STALL_TIMEOUT: Final = 60.0
@@ -105,7 +105,7 @@ def _check_unlocked(conn: sqlite3.Connection) -> None:
     try:
         conn.execute("BEGIN EXCLUSIVE")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.OperationalError as error:
+    except sqlite3.Error as error:
         if getattr(error, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED"):
             reason = f"database is locked or has other active connections: {error}"
             raise DatasetSetupError(reason) from None
@@ -161,28 +161,32 @@ def copy_to_memory(path: Path, table: str) -> sqlite3.Connection:
 
 
 def fetch(url: str, path: Path) -> None:
-    """Downloads `url` to `path` on a worker thread, so that Ctrl-C or SIGTERM can stop it;
-    the file appears whole (a temporary file beside it, renamed) or not at all."""
+    """Downloads `url` to `path` on a worker thread, so that Ctrl-C or SIGTERM can stop it
+    at once; the file appears whole (a temporary file beside it, renamed) or not at all."""
+    part = _part_file(path)
     cancel = threading.Event()
     failure: list[BaseException] = []
 
     def run() -> None:
         try:
-            download(url, path, cancel)
+            download(url, path, cancel, part)
         except BaseException as error:  # handed to the waiting thread
             failure.append(error)
 
     worker = threading.Thread(target=run, name="dataset-download", daemon=True)
-    with _cancel_on_sigterm(cancel):
-        worker.start()
-        try:
-            while worker.is_alive() and not cancel.is_set():
-                worker.join(0.1)
-        except KeyboardInterrupt:
-            cancel.set()
-    if cancel.is_set():
-        worker.join(_CANCEL_GRACE)
-        raise DatasetSetupError("download cancelled by user")
+    try:
+        with _cancel_on_sigterm(cancel):
+            worker.start()
+            try:
+                while worker.is_alive() and not cancel.is_set():
+                    worker.join(0.1)
+            except KeyboardInterrupt:
+                cancel.set()
+        if cancel.is_set():
+            worker.join(_CANCEL_GRACE)  # a worker stuck in a read is left to its timeout
+            raise DatasetSetupError("download cancelled by user")
+    finally:
+        part.unlink(missing_ok=True)  # a renamed (complete) download is no longer there
     if failure:
         error = failure[0]
         if isinstance(error, DatasetSetupError):
@@ -203,28 +207,36 @@ def _cancel_on_sigterm(cancel: threading.Event) -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
-def download(url: str, path: Path, cancel: threading.Event | None = None) -> None:
-    """GETs `url` into a temporary file beside `path` (parent folders created), then renames
-    it to `path`; any failure (a bad status, an empty or truncated body, cancellation)
-    leaves no file. Raises DatasetSetupError or OSError."""
+def _part_file(path: Path) -> Path:
+    """A new empty file beside `path` (its folders created) to download into."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(handle)
+    return Path(name)
+
+
+def download(
+    url: str, path: Path, cancel: threading.Event | None = None, part: Path | None = None
+) -> None:
+    """GETs `url` into `part` (a new temporary file beside `path` if not given), then
+    renames it to `path`; any failure (a bad status, an empty or truncated body,
+    cancellation) leaves no file. Raises DatasetSetupError or OSError."""
+    part = part or _part_file(path)
     try:
-        with os.fdopen(handle, "wb") as out:
+        with part.open("wb") as out:
             received, expected = _copy_body(url, out, cancel)
             out.flush()
             os.fsync(out.fileno())
         if received == 0:
             raise DatasetSetupError("downloaded file is empty")
         if expected is not None and received < expected:
-            raise DatasetSetupError(
-                f"failed to download dataset: truncated, {received} of {expected} bytes received"
-            )
+            reason = f"truncated, {received} of {expected} bytes received"
+            raise DatasetSetupError(f"failed to download dataset: {reason}")
         if cancel is not None and cancel.is_set():
             raise DatasetSetupError("download cancelled by user")
-        os.replace(temporary, path)
+        os.replace(part, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        part.unlink(missing_ok=True)
         raise
 
 
@@ -233,9 +245,7 @@ def _copy_body(url: str, out: IO[bytes], cancel: threading.Event | None) -> tupl
     try:
         response = urllib.request.urlopen(url, timeout=STALL_TIMEOUT)
     except urllib.error.HTTPError as error:
-        raise DatasetSetupError(
-            f"dataset download bad status: {error.code} {error.reason}"
-        ) from None
+        raise _bad_status(error.code, error.reason) from None
     with response:
         if response.status != 200:
             raise _bad_status(response.status, response.reason)
@@ -251,7 +261,7 @@ def _copy_body(url: str, out: IO[bytes], cancel: threading.Event | None) -> tupl
             file=sys.stderr,
             mininterval=1.0,
         ) as bar:
-            while chunk := response.read(_CHUNK):
+            while chunk := response.read1(_CHUNK):
                 if cancel is not None and cancel.is_set():
                     raise DatasetSetupError("download cancelled by user")
                 out.write(chunk)
