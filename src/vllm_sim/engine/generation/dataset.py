@@ -2,17 +2,17 @@
 whose prompt hash is the request's gives the answer; otherwise a random row of a fitting
 length does.
 
-Nothing here scans the table per request. At start-up one pass over it builds an index in
+Nothing here scans the table per request. At start-up two ordered scans build an index in
 compact arrays: the rows sorted by `n_gen_tokens` (for the length-filtered fallback, a
 bisection) and the first 8 bytes of each prompt hash, sorted (for the lookup, a bisection;
 the chosen row's full hash is checked when it is read). A request then reads one row by its
 key. The index costs 24 bytes per row (1 million rows: 24 MB) whatever the rows hold; the
-rows stay in SQLite, on disk or in the in-memory copy `--dataset-in-memory` makes.
-"""
+rows stay in SQLite, on disk or in the in-memory copy `--dataset-in-memory` makes."""
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import random
 import sqlite3
@@ -42,6 +42,16 @@ _U32: Final = next(code for code in "IL" if array(code).itemsize == 4)
 _PREFIX_BYTES: Final = 8
 _MAX_LENGTH: Final = 2**31 - 1  # lengths are kept as 32-bit signed integers
 _decode_json = msgspec.json.Decoder().decode
+
+
+class _GenTokens(msgspec.Struct):
+    """`gen_tokens` as the dataset tools write it: decoded and checked in one call."""
+
+    tokens: list[int] = msgspec.field(name="Tokens", default_factory=list)
+    strings: list[str] = msgspec.field(name="Strings", default_factory=list)
+
+
+_decode_gen_tokens = msgspec.json.Decoder(_GenTokens).decode
 
 Tokens = tuple[list[int], list[str]]
 _T = TypeVar("_T")
@@ -86,35 +96,37 @@ class ResponseDataset:
         self._lengths = array("i")  # n_gen_tokens, ascending
         self._keys = array("q")  # the row keys, in the same order
         self._prefixes = array("Q")  # prompt hash prefixes, ascending
-        self._positions = array("l")  # where each prefix's row is in _lengths / _keys
+        self._positions = array(_U32)  # where each prefix's row is in _lengths / _keys
         self._build_index(name, key)
 
     def __len__(self) -> int:
         return len(self._keys)
 
     def _build_index(self, name: str, key: str) -> None:
+        """Two ordered scans, SQLite doing the sorting, so that building the index holds no
+        more memory than the index itself."""
         # A length that is no non-negative integer counts as 0: such a row is still served,
         # cut or padded like any other.
         length = (
             f"CASE WHEN typeof(n_gen_tokens) = 'integer' AND n_gen_tokens > 0 "
             f"THEN min(n_gen_tokens, {_MAX_LENGTH}) ELSE 0 END"
         )
-        rows = self._conn.execute(
-            f"SELECT {key}, {length} AS n, substr(prompt_hash, 1, {_PREFIX_BYTES}) "
-            f"FROM {name} ORDER BY n, {key}"
-        )
-        prefixes: list[int] = []
-        positions: list[int] = []
-        for position, (row_key, n, prefix) in enumerate(rows):
+        by_length = f"ORDER BY {length}, {key}"
+        for row_key, n in self._conn.execute(f"SELECT {key}, {length} FROM {name} {by_length}"):
             self._keys.append(row_key)
             self._lengths.append(n)
-            # A hash that is no blob of at least 8 bytes can never equal a prompt's.
-            if isinstance(prefix, bytes) and len(prefix) == _PREFIX_BYTES:
-                prefixes.append(int.from_bytes(prefix, "big"))
-                positions.append(position)
-        order = sorted(range(len(prefixes)), key=prefixes.__getitem__)
-        self._prefixes = array("Q", [prefixes[i] for i in order])
-        self._positions = array("l", [positions[i] for i in order])
+        # Each prompt hash's first 8 bytes (a blob sorts as the big-endian number it spells),
+        # and where its row is in the length order. A hash that is no blob of at least 8
+        # bytes can never equal a prompt's.
+        hashes = self._conn.execute(
+            f"SELECT prefix, position FROM (SELECT substr(prompt_hash, 1, {_PREFIX_BYTES}) "
+            f"AS prefix, typeof(prompt_hash) AS kind, length(prompt_hash) AS size, "
+            f"row_number() OVER ({by_length}) - 1 AS position FROM {name}) "
+            f"WHERE kind = 'blob' AND size >= {_PREFIX_BYTES} ORDER BY prefix"
+        )
+        for prefix, position in hashes:
+            self._prefixes.append(int.from_bytes(prefix, "big"))
+            self._positions.append(position)
 
     def respond(
         self,
@@ -182,11 +194,17 @@ class ResponseDataset:
     def _tokens(self, raw: object) -> Tokens:
         if not isinstance(raw, str | bytes):
             raise TypeError("not a JSON text")
-        value = _decode_json(raw)
-        if not isinstance(value, dict):
-            raise TypeError("not a JSON object")
-        ids = _list_of(value, "tokens", int)
-        pieces = _list_of(value, "strings", str)
+        ids: list[int] = []
+        pieces: list[str] = []
+        with contextlib.suppress(msgspec.ValidationError):
+            usual = _decode_gen_tokens(raw)
+            ids, pieces = usual.tokens, usual.strings
+        if not ids and not pieces:  # keys in another letter case, or a malformed row
+            value = _decode_json(raw)
+            if not isinstance(value, dict):
+                raise TypeError("not a JSON object")
+            ids = _list_of(value, "tokens", int)
+            pieces = _list_of(value, "strings", str)
         if ids and pieces and len(ids) != len(pieces):
             raise ValueError(f"{len(ids)} Tokens but {len(pieces)} Strings")
         if not pieces:
