@@ -223,29 +223,64 @@ def test_a_missing_database(tmp_path: Path) -> None:
     )
 
 
-def test_a_table_that_is_not_there_or_malformed(built: Built, tmp_path: Path) -> None:
-    assert fails_to_start(["--dataset-path", str(built.database)]) == (
-        "dataset initialization error: failed to verify database: "
-        "failed to query table info for `llmd`: no such table: llmd"
-    )
-    bad = tmp_path / "bad.sqlite3"
-    conn = sqlite3.connect(bad)
-    conn.execute("CREATE TABLE llmd (id INTEGER, prompt_hash BLOB, gen_tokens TEXT)")
+def table(folder: Path, columns: str) -> Path:
+    path = folder / "d.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute(f"CREATE TABLE llmd ({columns})")
+    conn.commit()
     conn.close()
-    assert fails_to_start(["--dataset-path", str(bad)]) == (
-        "dataset initialization error: failed to verify database: "
-        "column gen_tokens has incorrect type: expected JSON, got TEXT"
+    return path
+
+
+FOUR = "id INTEGER PRIMARY KEY, prompt_hash BLOB, gen_tokens JSON, n_gen_tokens INTEGER"
+VERIFY = "failed to verify database: "
+
+
+@pytest.mark.parametrize(
+    ("columns", "extra", "reason"),
+    [
+        (None, [], f"{VERIFY}failed to query table info for `llmd`: file is not a database"),
+        (FOUR, ["--dataset-table-name", "x"], f"{VERIFY}failed to query table info for `x`: "
+         "no such table: x"),
+        ("id INTEGER, prompt_hash BLOB, gen_tokens TEXT", [], f"{VERIFY}column gen_tokens has "
+         "incorrect type: expected JSON, got TEXT"),
+        ("id INTEGER, prompt_hash BLOB, gen_tokens JSON", [], f"{VERIFY}missing expected column "
+         "in llmd table: n_gen_tokens"),
+        (FOUR + ", note TEXT", ["--dataset-in-memory"], "failed to copy data: "),
+    ],
+)  # fmt: skip
+def test_a_malformed_database_stops_the_start(
+    tmp_path: Path, columns: str | None, extra: list[str], reason: str
+) -> None:
+    if columns is None:
+        path = tmp_path / "junk.sqlite3"
+        path.write_bytes(b"not a database " * 200)
+    else:
+        path = table(tmp_path, columns)
+    line = fails_to_start(["--dataset-path", str(path), *extra])
+    # The end of the in-memory case is SQLite's own wording.
+    assert line == f"dataset initialization error: {reason}" or (
+        reason.endswith(": ") and line.startswith(f"dataset initialization error: {reason}")
+    )
+
+
+def test_a_database_another_connection_writes_stops_the_start(tmp_path: Path) -> None:
+    path = table(tmp_path, FOUR)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")
+    try:
+        line = fails_to_start(["--dataset-path", str(path)])
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert line == (
+        "dataset initialization error: database is locked or has other active connections: "
+        "database is locked"
     )
 
 
 def test_an_empty_table_answers_500(tmp_path: Path) -> None:
-    empty = tmp_path / "empty.sqlite3"
-    conn = sqlite3.connect(empty)
-    conn.execute(
-        "CREATE TABLE llmd (id INTEGER PRIMARY KEY, prompt_hash BLOB, gen_tokens JSON, "
-        "n_gen_tokens INTEGER)"
-    )
-    conn.close()
+    empty = table(tmp_path, FOUR)
     with SimServer(["--dataset-path", str(empty)]) as sim:
         reply = httpx.post(sim.url + COMPLETIONS, json={"prompt": "hi", "max_tokens": 5})
         assert reply.status_code == 500
