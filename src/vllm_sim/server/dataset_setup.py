@@ -74,7 +74,7 @@ def load_dataset(cfg: Config, tokenizer: Tokenizer) -> ResponseDataset | None:
     conn.execute("BEGIN")
     try:
         dataset = ResponseDataset(conn, table, tokenizer)
-    except sqlite3.Error as error:
+    except (sqlite3.Error, TypeError, OverflowError) as error:  # the last two: odd keys
         conn.close()
         raise DatasetSetupError(f"failed to index table {table}: {error}") from None
     where = "in memory" if cfg.dataset_in_memory else "on disk"
