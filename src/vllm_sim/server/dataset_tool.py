@@ -74,7 +74,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         validate(args)
         run(args)
-    except ToolError as error:
+    except (ToolError, OSError, sqlite3.Error) as error:  # the last two: writing the outputs
         print(f"{PROG}: {error}", file=sys.stderr)
         return 1
     return 0

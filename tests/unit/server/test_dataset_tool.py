@@ -186,3 +186,11 @@ def test_a_conversation_the_template_refuses_ends_there() -> None:
     )
     made = list(convert([record], RefusingTemplate()))
     assert [r.input_text for r in made] == ["a", "### user: a\n"]
+
+
+def test_an_output_folder_that_cannot_be_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "out").write_text("a file where the folder should be", encoding="utf-8")
+    assert run(tmp_path) == 1
+    assert capsys.readouterr().err.startswith("vllm-sim dataset: ")
