@@ -16,6 +16,10 @@ KV_NEEDS_POD_IP = "IP should be defined in the environment (POD_IP) for KV cache
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["dataset"]:  # the dataset tool, not a server
+        from vllm_sim.server.dataset_tool import main as dataset_main
+
+        return dataset_main(args[1:])
     try:
         loaded = load_startup(args, os.environ)
     except HelpRequested as help_text:
@@ -35,6 +39,14 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     notes = loaded.startup_notes()
+    if cfg.dataset_path:
+        from vllm_sim.server.dataset_setup import DatasetSetupError, prepare_dataset
+
+        try:  # once, before data-parallel ranks start
+            prepare_dataset(cfg)
+        except DatasetSetupError as error:
+            print(f"vllm-sim: {error}", file=sys.stderr)
+            return 2
     if not cfg.force_dummy_tokenizer:
         from vllm_sim.server.hub import fetch_tokenizer_files
 
@@ -55,6 +67,7 @@ def serve_rank(cfg: Config, port: int, rank: int, notes: Sequence[Note] = ()) ->
     # Imported late so that --help and config errors answer fast.
     from vllm_sim.engine.tokenizer.select import choose_tokenizer
     from vllm_sim.server.build import build_instance
+    from vllm_sim.server.dataset_setup import DatasetSetupError
     from vllm_sim.server.runner import serve
     from vllm_sim.server.tls import TlsError, tls_setup
 
@@ -69,7 +82,12 @@ def serve_rank(cfg: Config, port: int, rank: int, notes: Sequence[Note] = ()) ->
         log.log(level, message)
     log.log(choice.level, choice.message)
     try:
-        return serve(build_instance(cfg, port, rank, choice.tokenizer), cfg.host, tls)
+        try:
+            instance = build_instance(cfg, port, rank, choice.tokenizer)
+        except DatasetSetupError as error:
+            print(f"vllm-sim: {error}", file=sys.stderr)
+            return 2
+        return serve(instance, cfg.host, tls)
     finally:
         if tls is not None:
             tls.close()

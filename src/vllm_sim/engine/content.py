@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_sim.engine.errors import EngineError, Refusal
 from vllm_sim.engine.finish import Finish
+from vllm_sim.engine.generation.dataset import ResponseDataset
 from vllm_sim.engine.generation.echo import echo_token_ids, echo_tokens
 from vllm_sim.engine.generation.lengths import response_length
 from vllm_sim.engine.generation.sentences import SentenceBank
@@ -47,6 +48,7 @@ class ContentSource:
         rng: random.Random,
         synthesis: SynthesisSettings | None = None,
         encoder_only: bool = False,
+        dataset: ResponseDataset | None = None,
     ) -> None:
         self.mode = mode
         self.encoder_only = encoder_only
@@ -55,6 +57,7 @@ class ContentSource:
         self._rng = rng
         # Tokenized once at startup: random text is then only list slicing per request.
         self._bank = SentenceBank(tokenizer)
+        self.dataset = dataset  # random mode answers from it when there is one
 
     def generate(self, seq: Sequence, max_model_len: int) -> None:
         """Raises EngineError when a schema cannot be satisfied."""
@@ -92,6 +95,9 @@ class ContentSource:
     def _random(self, seq: Sequence, max_model_len: int, rng: random.Random) -> None:
         request = seq.request
         limit = max_model_len - seq.prompt_tokens
+        if self.dataset is not None:
+            self._from_dataset(seq, self.dataset, limit, rng)
+            return
         length = response_length(
             rng, max_tokens=request.max_tokens, limit=limit, ignore_eos=request.ignore_eos
         )
@@ -100,6 +106,17 @@ class ContentSource:
             length = min(max(length, request.stops.min_tokens), max_len)
         seq.output_ids, seq.output_pieces = self._bank.generate(rng, length)
         seq.finish_reason = Finish.LENGTH if length >= max_len else Finish.STOP
+
+    def _from_dataset(
+        self, seq: Sequence, dataset: ResponseDataset, limit: int, rng: random.Random
+    ) -> None:
+        request = seq.request
+        max_len = request.max_tokens if request.max_tokens is not None else limit
+        min_len = 0 if request.stops is None else request.stops.min_tokens
+        seq.output_ids, seq.output_pieces = dataset.respond(
+            seq.prompt.token_ids, max_len, request.ignore_eos, rng, self._bank, min_len
+        )
+        seq.finish_reason = Finish.LENGTH if len(seq.output_ids) >= max_len else Finish.STOP
 
     def _end(self, seq: Sequence) -> None:
         """Ends the output where a stop condition hits first; an answer the model ended by

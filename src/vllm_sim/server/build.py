@@ -43,6 +43,7 @@ from vllm_sim.metrics.exposition import Exposition
 from vllm_sim.metrics.fake import FakeMetricsDriver
 from vllm_sim.metrics.instrumentator import HttpMetrics
 from vllm_sim.metrics.recorder import MetricsRecorder
+from vllm_sim.server.dataset_setup import load_dataset
 
 MB = 1024 * 1024
 
@@ -104,7 +105,10 @@ def build_instance(
     # Each rank draws its own stream; rank 0 keeps the seed as given.
     rng = random.Random(cfg.seed if rank == 0 else cfg.seed * 1009 + rank)
     tokenizer = tokenizer or SimulatedTokenizer()
-    content = ContentSource(cfg.mode, tokenizer, rng, synthesis_settings(cfg), cfg.mm_encoder_only)
+    dataset = load_dataset(cfg, tokenizer)  # raises DatasetSetupError
+    content = ContentSource(
+        cfg.mode, tokenizer, rng, synthesis_settings(cfg), cfg.mm_encoder_only, dataset
+    )
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
     kv = _kv_cache(cfg, port, rank, background)
     metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len, engine=str(rank))
