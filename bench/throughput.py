@@ -27,19 +27,24 @@ def requests_per_second(result: LoadResult) -> float:
     return result.rate
 
 
-def run(opts: Options) -> BenchReport:
-    warmup, duration, rounds = opts.plan(full=(1.0, 4.0, 3), quick=(1.0, 2.0, 2))
-    title = (
-        f"1. Non-streaming chat throughput, zero latency: {CONNECTIONS} connections; "
-        f"best of {rounds} alternating rounds of {duration:g} s after {warmup:g} s warm-up"
-    )
-    spec = LoadSpec(
+def chat_load(opts: Options, warmup: float, duration: float) -> LoadSpec:
+    """This benchmark's load: a ten-token chat on CONNECTIONS connections, closed loop."""
+    return LoadSpec(
         port=0,
         body=chat_body(opts.model, max_tokens=10),
         connections=CONNECTIONS,
         warmup=warmup,
         duration=duration,
     )
+
+
+def run(opts: Options) -> BenchReport:
+    warmup, duration, rounds = opts.plan(full=(1.0, 4.0, 3), quick=(1.0, 2.0, 2))
+    title = (
+        f"1. Non-streaming chat throughput, zero latency: {CONNECTIONS} connections; "
+        f"best of {rounds} alternating rounds of {duration:g} s after {warmup:g} s warm-up"
+    )
+    spec = chat_load(opts, warmup, duration)
     rep = BenchReport(NAME, title)
     quiet = simulator(opts.model, [*SIM_ARGS, "--disable-log-stats"])
     quiet.name = QUIET

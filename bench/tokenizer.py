@@ -13,15 +13,13 @@ from pathlib import Path
 
 from bench import report
 from bench.load import alternate, running
-from bench.options import Options, chat_body
+from bench.options import Options
 from bench.report import BenchReport, Column, Figure, best_round
 from bench.servers import Server, simulator
-from bench.spec import LoadSpec
+from bench.throughput import CONNECTIONS, SIM_ARGS, chat_load
 from tests.support.hf_models import train_tokenizer, write_model_folder
 
 NAME = "tokenizer"
-CONNECTIONS = 64
-SIM_ARGS = ["--max-num-seqs", "1024"]
 SIMULATED, REAL = "simulated tokenizer", "model tokenizer"
 OFFLINE = {"HF_HUB_OFFLINE": "1"}
 
@@ -56,13 +54,7 @@ def run(opts: Options) -> BenchReport:
         f"connections, best of {rounds} rounds of {duration:g} s; start-up, median of {starts}"
     )
     rep = BenchReport(NAME, title)
-    spec = LoadSpec(
-        port=0,
-        body=chat_body(opts.model, max_tokens=10),
-        connections=CONNECTIONS,
-        warmup=warmup,
-        duration=duration,
-    )
+    spec = chat_load(opts, warmup, duration)
     with tempfile.TemporaryDirectory() as root:
         folder = write_model_folder(train_tokenizer(), Path(root) / "model", "qwen")
         servers = _servers(opts, folder)

@@ -32,74 +32,58 @@ def entry_bytes(text: str, ids: tuple[int, ...]) -> int:
     return sys.getsizeof(text) + sys.getsizeof(ids) + len(ids) * _INT_BYTES + ENTRY_OVERHEAD
 
 
-class PromptMemo:
-    """text -> token ids, the oldest evicted first once `max_bytes` would be exceeded.
+class BoundedMemo(Generic[K, V]):
+    """key -> value within `max_bytes` as `size(key, value)` estimates them, the oldest
+    evicted first (FIFO is enough here); a value larger than the whole budget is not kept.
 
-    Reads take no lock (a dict lookup is atomic under the GIL); `add` takes one, since a
-    large request's prompts are tokenized on a worker thread while the event loop
-    tokenizes others, and the byte count must not drift.
+    Reads take no lock (a dict lookup is atomic under the GIL); `put` takes one, since a
+    large request is handled on a worker thread while the event loop handles others, and
+    the byte count must not drift.
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, max_bytes: int, size: Callable[[K, V], int]) -> None:
         self._max_bytes = max_bytes
-        # Read directly by the tokenizer's hot path; a tuple, so no caller can change it.
-        self.ids: dict[str, tuple[int, ...]] = {}
-        self._order: deque[str] = deque()  # insertion order of `ids`, for eviction
+        self._size = size
+        # Read directly by hot paths.
+        self.values: dict[K, V] = {}
+        self._order: deque[K] = deque()  # insertion order of `values`, for eviction
         self._bytes = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.values)
 
     @property
     def estimated_bytes(self) -> int:
         """Estimated memory of the remembered entries; never above `max_bytes`."""
         return self._bytes
 
-    def add(self, text: str, ids: tuple[int, ...]) -> None:
-        """Remembers `ids` for `text`, evicting the oldest entries to make room."""
-        size = entry_bytes(text, ids)
-        if size > self._max_bytes:
-            return
-        with self._lock:
-            if text in self.ids:
-                return
-            while self._order and self._bytes + size > self._max_bytes:
-                oldest = self._order.popleft()
-                self._bytes -= entry_bytes(oldest, self.ids.pop(oldest))
-            self.ids[text] = ids
-            self._order.append(text)
-            self._bytes += size
-
-
-class BoundedMemo(Generic[K, V]):
-    """key -> value within `max_bytes` as `size(key, value)` estimates them, the oldest
-    evicted first; like PromptMemo, lock-free reads and locked writes."""
-
-    def __init__(self, max_bytes: int, size: Callable[[K, V], int]) -> None:
-        self._max_bytes = max_bytes
-        self._size = size
-        self._entries: dict[K, tuple[V, int]] = {}
-        self._order: deque[K] = deque()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
     def get(self, key: K) -> V | None:
-        entry = self._entries.get(key)
-        return None if entry is None else entry[0]
+        return self.values.get(key)
 
     def put(self, key: K, value: V) -> None:
+        """Remembers `value` for `key`, evicting the oldest entries to make room."""
         size = self._size(key, value)
         if size > self._max_bytes:
             return
         with self._lock:
-            if key in self._entries:
+            if key in self.values:
                 return
             while self._order and self._bytes + size > self._max_bytes:
-                self._bytes -= self._entries.pop(self._order.popleft())[1]
-            self._entries[key] = (value, size)
+                oldest = self._order.popleft()
+                self._bytes -= self._size(oldest, self.values.pop(oldest))
+            self.values[key] = value
             self._order.append(key)
             self._bytes += size
+
+
+class PromptMemo(BoundedMemo[str, tuple[int, ...]]):
+    """text -> token ids (a tuple, so no caller can change it), each entry charged as
+    `entry_bytes` says."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        super().__init__(max_bytes, entry_bytes)
+        self.ids = self.values  # the tokenizers' hot path reads the dict directly
+
+    def add(self, text: str, ids: tuple[int, ...]) -> None:
+        self.put(text, ids)

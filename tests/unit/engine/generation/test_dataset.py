@@ -48,16 +48,6 @@ def recorded(prompt: Sequence[int], n: int, tag: str) -> tuple[bytes, str, int]:
     return prompt_hash(prompt), gen_tokens(*answer(n, tag)), n
 
 
-@pytest.fixture
-def tok() -> SimulatedTokenizer:
-    return SimulatedTokenizer()
-
-
-@pytest.fixture
-def bank(tok: SimulatedTokenizer) -> SentenceBank:
-    return SentenceBank(tok)
-
-
 def dataset(rows: Sequence[tuple[bytes, str, int]], tok: SimulatedTokenizer) -> ResponseDataset:
     return ResponseDataset(database(rows), "llmd", tok)
 

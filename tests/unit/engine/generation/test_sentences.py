@@ -14,16 +14,6 @@ from vllm_sim.engine.tokenizer import ChatTurn, SimulatedTokenizer, chat_from_tu
 EXPECTED_TOKEN_COUNTS = [38, 9, 9, 13, 7, 10, 8, 11, 16, 5, 25]
 
 
-@pytest.fixture
-def tok() -> SimulatedTokenizer:
-    return SimulatedTokenizer()
-
-
-@pytest.fixture
-def bank(tok: SimulatedTokenizer) -> SentenceBank:
-    return SentenceBank(tok)
-
-
 def test_bank_texts() -> None:
     assert len(SENTENCES) == 11
     assert all(sentence.endswith(" ") and not sentence.endswith("  ") for sentence in SENTENCES)
