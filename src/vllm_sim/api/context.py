@@ -20,7 +20,8 @@ from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import Headers, HttpRequest
 
 # Bodies above this size are parsed and tokenized on the worker thread (see off_loop):
-# tokenizing 64 KiB of text takes a few milliseconds, a 4 MiB body a quarter second.
+# tokenizing 64 KiB of text takes a few milliseconds, a 4 MiB body a quarter second; a
+# tokenizer slower than that lowers the bound (`worker_body_bytes`).
 WORKER_BODY_BYTES = 64 * 1024
 
 Ts = TypeVarTuple("Ts")
@@ -97,12 +98,15 @@ class ApiContext:
     # Where prompt token ids come from when not from `tokenizer` (--render-url).
     render_service: RenderService | None = None
     # Read on every request, so copied out of the settings once.
+    # Bodies above this size are handled on the worker thread.
+    worker_body_bytes: int = field(init=False)
     _served: frozenset[str] = field(init=False)
     _display_model: str = field(init=False)
     _echo_request_id: bool = field(init=False)
     _pod_headers: Headers = field(init=False)
 
     def __post_init__(self) -> None:
+        self.worker_body_bytes = min(WORKER_BODY_BYTES, self.tokenizer.inline_body_bytes)
         self._served = frozenset(self.settings.served_model_names)
         self._display_model = self.settings.display_model
         self._echo_request_id = self.settings.echo_request_id

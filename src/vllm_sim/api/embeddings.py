@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from vllm_sim.api.body import decode_body, json_kind
-from vllm_sim.api.context import WORKER_BODY_BYTES, ApiContext
+from vllm_sim.api.context import ApiContext
 from vllm_sim.api.errors import http_error
 from vllm_sim.api.pipeline import wait_for_result
 from vllm_sim.engine.errors import EngineError, RequestAborted
@@ -193,7 +193,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     request_id = ctx.request_id(request)
     headers = ctx.response_headers(request_id)
     shape = _Shape(f"embd-{request_id}", model, encoding_format, dimensions, headers)
-    large = len(request.body) > WORKER_BODY_BYTES
+    large = len(request.body) > ctx.worker_body_bytes
     if large:
         sequences = await ctx.off_loop(parse_input, body.input, ctx.tokenizer)
     else:

@@ -12,11 +12,12 @@ import time
 from typing import Any
 
 from vllm_sim.api.body import decode_body
-from vllm_sim.api.context import WORKER_BODY_BYTES, ApiContext
+from vllm_sim.api.context import ApiContext
 from vllm_sim.api.endpoint import B, Call, Endpoint, Options, Plan
 from vllm_sim.api.errors import http_error
 from vllm_sim.api.streaming import sse_events
 from vllm_sim.api.transfer import cache_threshold_forced, prefill_answer
+from vllm_sim.engine.content import ECHO
 from vllm_sim.engine.errors import EngineError, RequestAborted
 from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import RequestStream
@@ -57,10 +58,10 @@ async def serve(ctx: ApiContext, endpoint: Endpoint[B], request: HttpRequest) ->
     check_options(options)
     options.include_usage = options.include_usage and endpoint.capabilities.include_usage
     try:
-        if len(request.body) <= WORKER_BODY_BYTES:
-            plan = endpoint.plan(ctx, body)
+        if len(request.body) <= ctx.worker_body_bytes:
+            plan = _plan(ctx, endpoint, body)
         else:
-            plan = await ctx.off_loop(endpoint.plan, ctx, body)
+            plan = await ctx.off_loop(_plan, ctx, endpoint, body)
     except RecursionError:
         # The decoder accepts deeper nesting than a protocol's own walk of the body can
         # follow (a tool call's arguments, a schema): a client mistake, not a crash.
@@ -128,6 +129,17 @@ def check_options(options: Options) -> None:
     transfer = options.transfer
     if transfer is not None and transfer.do_remote_decode and options.stream:
         raise RequestError(400, "Prefill does not support streaming", "kv_transfer_params")
+
+
+def _plan(ctx: ApiContext, endpoint: Endpoint[B], body: B) -> Plan:
+    """The protocol's plan; in echo mode with the texts to echo already tokenized, so that
+    no large text is tokenized on the event loop when its sequence starts."""
+    plan = endpoint.plan(ctx, body)
+    if ctx.engine.content.mode == ECHO:
+        for prompt in plan.prompts:
+            if prompt.echo_text is not None:
+                prompt.echo_tokens = ctx.tokenizer.tokenize(prompt.echo_text)
+    return plan
 
 
 def _generation_request(

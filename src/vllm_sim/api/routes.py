@@ -12,7 +12,7 @@ from vllm_sim.api.admin import RuntimeControl, admin_handlers
 from vllm_sim.api.anthropic import MessagesEndpoint, count_tokens
 from vllm_sim.api.chat import ChatEndpoint
 from vllm_sim.api.completions import CompletionsEndpoint
-from vllm_sim.api.context import WORKER_BODY_BYTES, ApiContext
+from vllm_sim.api.context import ApiContext
 from vllm_sim.api.dev import pause_handlers, reset_prefix_cache_handler
 from vllm_sim.api.endpoint import Endpoint
 from vllm_sim.api.generate import GenerateEndpoint
@@ -102,7 +102,7 @@ def _bind_sync(ctx: ApiContext, handler: SyncApiHandler) -> Handler:
     """A handler that does all its work at once: on the worker thread for a large body."""
 
     async def bound(request: HttpRequest) -> AnyResponse:
-        if len(request.body) <= WORKER_BODY_BYTES:
+        if len(request.body) <= ctx.worker_body_bytes:
             return handler(ctx, request)
         ctx.request_id(request)  # made here: the id counter belongs to the event loop
         return await ctx.off_loop(handler, ctx, request)

@@ -153,6 +153,9 @@ class ContentSource:
         prompt = seq.prompt
         if prompt.echo_text is None:
             seq.output_ids, seq.output_pieces = echo_token_ids(prompt.token_ids)
+        elif prompt.echo_tokens is not None:
+            ids, pieces = prompt.echo_tokens
+            seq.output_ids, seq.output_pieces = list(ids), list(pieces)
         else:
             seq.output_ids, seq.output_pieces = echo_tokens(self.tokenizer, prompt.echo_text)
         # Echo repeats the whole prompt; max_tokens only decides the finish reason.

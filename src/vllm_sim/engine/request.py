@@ -20,6 +20,9 @@ class Prompt:
     echo_text: str | None = None
     # Multimodal features (render shape), so image blocks hash with their image.
     features: Mapping[str, Mapping[str, Any]] | None = None
+    # In echo mode, echo_text's tokens, made where the request is read (off the event
+    # loop for a large one) rather than when the sequence starts.
+    echo_tokens: tuple[list[int], list[str]] | None = None
     # Its full blocks' hashes, set by the engine at submission (none: no prefix caching).
     block_hashes: Sequence[int] = ()
     # The cached prefix (tokens) when the prompt's first sequence looked it up: what the

@@ -66,6 +66,9 @@ class Tokenizer(Protocol):
     # Whether chats are rendered by a template from their OpenAI-shaped messages (else
     # from the flattened turns alone).
     uses_chat_template: bool
+    # The largest request body whose text this tokenizer encodes within a few
+    # milliseconds: a larger body is read on a worker thread, off the event loop.
+    inline_body_bytes: int
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         """Token ids of `text`; with `add_special_tokens`, the ones the model's tokenizer
