@@ -165,3 +165,10 @@ def baseline(model: str, args: list[str], name: str = "baseline") -> Server:
     port = free_port()
     argv = [sys.executable, "-m", "bench.baseline", "--model", model, "--port", str(port)]
     return Server(name, [*argv, *args], port)
+
+
+def raw_baseline(model: str, name: str = "raw baseline") -> Server:
+    """The same answers as `baseline`, from an asyncio Protocol with no ASGI or uvicorn."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.raw_baseline", "--model", model, "--port", str(port)]
+    return Server(name, argv, port)

@@ -6,7 +6,7 @@ from bench import report
 from bench.load import alternate, running
 from bench.options import Options, chat_body
 from bench.report import BenchReport, Column, Figure, best_round
-from bench.servers import baseline, simulator
+from bench.servers import baseline, raw_baseline, simulator
 from bench.spec import LoadResult, LoadSpec
 
 NAME = "throughput"
@@ -48,7 +48,8 @@ def run(opts: Options) -> BenchReport:
     rep = BenchReport(NAME, title)
     quiet = simulator(opts.model, [*SIM_ARGS, "--disable-log-stats"])
     quiet.name = QUIET
-    servers = [baseline(opts.model, []), quiet, simulator(opts.model, SIM_ARGS)]
+    raw = raw_baseline(opts.model)
+    servers = [raw, baseline(opts.model, []), quiet, simulator(opts.model, SIM_ARGS)]
     with running(servers):
         per_server = alternate(servers, spec, rounds)
     rep.problems += report.server_problems(servers)
@@ -56,12 +57,16 @@ def run(opts: Options) -> BenchReport:
         rep.runs.append(best_round(server.name, CONNECTIONS, results, requests_per_second))
     base, sim = rep.load("baseline", CONNECTIONS), rep.load("simulator", CONNECTIONS)
     quiet_load = rep.load(QUIET, CONNECTIONS)
+    raw_load = rep.load(raw.name, CONNECTIONS)
     rep.figures += [
         Figure(NAME, "requests/s", sim.rate, base.rate, higher_is_better=True),
         Figure(NAME, "latency p50 ms", sim.latency.p50, base.latency.p50, False),
         Figure(NAME, "latency p99 ms", sim.latency.p99, base.latency.p99, False),
         # The cost of recording vLLM's metrics: the simulator against itself without them.
         Figure(NAME, "requests/s vs no metrics", sim.rate, quiet_load.rate, True),
+        # The ceiling of an HTTP layer of our own: the same answers with no ASGI, no uvicorn.
+        Figure(NAME, "requests/s vs raw protocol", sim.rate, raw_load.rate, True),
+        Figure(NAME, "bare ASGI req/s vs raw protocol", base.rate, raw_load.rate, True),
     ]
     return rep
 
