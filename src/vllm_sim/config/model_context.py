@@ -8,10 +8,11 @@ it uses 32768, a common context length of current models, and says so at start-u
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .model_files import read_json
 
 FALLBACK_MAX_MODEL_LEN = 32768
 # The names of the context length in Hugging Face configs, as vLLM looks for them.
@@ -34,18 +35,6 @@ class ContextLength:
     source: str  # for the start-up log: where the value comes from
 
 
-def _config_file(folder: Path | None) -> Path | None:
-    if folder is None:
-        return None
-    path = folder / "config.json"
-    try:
-        if path.is_file() and path.stat().st_size <= _MAX_CONFIG_BYTES:
-            return path
-    except OSError:  # a name too long for a path, a folder we may not read
-        return None
-    return None
-
-
 def _lengths(config: dict[str, Any]) -> dict[str, int]:
     text_config = config.get("text_config")
     section = text_config if isinstance(text_config, dict) else config
@@ -62,13 +51,13 @@ def _fallback(reason: str) -> ContextLength:
 
 def model_context_length(model: str, folder: Path | None) -> ContextLength:
     """The context length of `model` from the config.json in `folder`, its files."""
-    path = _config_file(folder)
-    if path is None:
-        return _fallback(f"no config.json of the model {model!r} is on this machine")
+    path = None if folder is None else folder / "config.json"
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as error:
-        return _fallback(f"{path} cannot be read ({error})")
+        config = None if path is None else read_json(path, _MAX_CONFIG_BYTES)
+    except ValueError as error:
+        return _fallback(f"{error}")
+    if path is None or config is None:
+        return _fallback(f"no config.json of the model {model!r} is on this machine")
     lengths = _lengths(config) if isinstance(config, dict) else {}
     if not lengths:
         return _fallback(f"{path} names no context length (max_position_embeddings, ...)")

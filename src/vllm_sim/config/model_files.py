@@ -10,16 +10,19 @@ holds the commit a branch or tag points to, and `snapshots/<commit>/` the files.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 # A folder is a model folder when it holds one of these.
 MODEL_FILES: Final = ("tokenizer.json", "tokenizer_config.json", "config.json")
 _COMMIT: Final = re.compile(r"[0-9a-f]{40}")
 _MAX_NAME: Final = 512  # longer is no path and no hub id; never stat it
+# A model's JSON files are a few KB (configs) to a few MB (tokenizer.json); never read more.
+MAX_JSON_BYTES: Final = 64 << 20
 
 
 def hub_cache(environ: Mapping[str, str], download_dir: str = "") -> Path:
@@ -72,3 +75,16 @@ def find_model_folder(
 ) -> Path | None:
     """The folder holding `name`'s files on this machine, without any download."""
     return local_folder(name) or cached_snapshot(name, revision, hub_cache(environ, download_dir))
+
+
+def read_json(path: Path, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """The JSON in a model file, or None when the file is absent; raises ValueError when it
+    is unreadable, larger than `max_bytes` or not JSON."""
+    try:
+        if not path.is_file():
+            return None
+        if path.stat().st_size > max_bytes:
+            raise ValueError(f"{path} is larger than {max_bytes >> 20} MB")
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, RecursionError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} cannot be read: {error}") from None

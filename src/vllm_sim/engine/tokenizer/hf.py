@@ -8,7 +8,6 @@ and the library's encoders are safe to share only while nobody reconfigures them
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,12 +18,12 @@ import msgspec
 from tokenizers import Encoding
 from tokenizers import Tokenizer as Backend
 
+from vllm_sim.config.model_files import read_json
 from vllm_sim.engine.tokenizer import memo
 from vllm_sim.engine.tokenizer.base import ChatInput, TemplateError
 from vllm_sim.engine.tokenizer.memo import BoundedMemo, PromptMemo
 from vllm_sim.engine.tokenizer.template import ChatTemplate
 
-_MAX_JSON_BYTES: Final = 64 << 20  # a tokenizer.json is a few MB; never read more
 _MEMO_MAX_CHARS: Final = 4096  # longer texts are tokenized each time
 # Longer texts are encoded by the library's batch call, which releases the GIL while it
 # works, so the event loop keeps running while a worker thread encodes a large prompt.
@@ -43,19 +42,6 @@ _SPECIAL_TOKEN_KEYS: Final = (
 )
 # The template files of a model folder, newest layout first.
 _TEMPLATE_FILES: Final = ("chat_template.jinja", "chat_template.json")
-
-
-def read_json(path: Path) -> Any:
-    """The JSON in `path`, or None when the file is absent; raises ValueError if it is
-    unreadable, too large or not JSON."""
-    try:
-        if not path.is_file():
-            return None
-        if path.stat().st_size > _MAX_JSON_BYTES:
-            raise ValueError(f"{path} is larger than {_MAX_JSON_BYTES >> 20} MB")
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} cannot be read: {error}") from None
 
 
 def _token_text(value: Any) -> str | None:

@@ -104,7 +104,6 @@ class ChatTemplate:
             self._compiled = _ENVIRONMENT.from_string(source)
         except jinja2.exceptions.TemplateError as error:
             raise TemplateError(f"the chat template does not compile: {error}") from None
-        self.source = source
         # A template that reads the clock renders differently from day to day: never cached.
         self.cacheable = "strftime_now" not in source
         if content_format in ("string", "openai"):
