@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench import kv, report, startup, streaming, throughput, timing, tokenizer
+from bench import knee, kv, report, startup, streaming, throughput, timing, tokenizer
 from bench.cpu import CLIENT_CPU, SERVER_CPU, can_pin
 from bench.load import LoadError
 from bench.options import Options
@@ -31,6 +31,7 @@ BENCHMARKS = {
     startup.NAME: Benchmark(startup.run, startup.show),
     kv.NAME: Benchmark(kv.run, kv.show),
     tokenizer.NAME: Benchmark(tokenizer.run, tokenizer.show),
+    knee.NAME: Benchmark(knee.run, knee.show),
 }
 
 

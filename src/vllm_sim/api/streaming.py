@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -15,7 +16,9 @@ from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import BodyWriter, HttpRequest, error_body
+from vllm_sim.http.messages import READY, BodyWriter, HttpRequest, error_body
+
+log = logging.getLogger("vllm_sim.server")
 
 L = TypeVar("L")
 
@@ -187,12 +190,20 @@ async def _write_events(
     opened = [False] * len(sequences)
     closed = [False] * len(sequences)
     stop_watching = None
+    # One choice (nearly every stream): its tokens are written from the engine's tick.
+    pusher = _Pusher(stream, encoder, write, opened, closed) if len(sequences) == 1 else None
     try:
         while True:
             if not stream.has_news():
                 if stop_watching is None:
                     stop_watching = request.on_disconnect(stream.abort)
-                await stream.notification()
+                if pusher is None:
+                    await stream.notification()
+                else:
+                    await pusher.push_until_needed()
+                    if pusher.blocked is not None:  # the client is not reading: wait for it
+                        blocked, pusher.blocked = pusher.blocked, None
+                        await blocked
                 continue
             parts: list[bytes] = []
             room = TOKENS_PER_WRITE
@@ -217,9 +228,75 @@ async def _write_events(
             if stream.done:
                 return
     finally:
+        stream.listener = None
         if stop_watching is not None:
             stop_watching()
         stream.abort()  # a no-op once the stream is done
+
+
+class _Pusher:
+    """Writes a one-choice stream's tokens as the engine releases them, from inside the
+    engine's tick (RequestStream.listener): a token costs its encode and one transport
+    write, and the tokens of one tick go out in that tick. It hands the stream back to its
+    coroutine for everything else: the end, a failure, a client that stopped reading, or
+    more tokens at once than one write should carry."""
+
+    __slots__ = ("_closed", "_encoder", "_opened", "_stream", "_waiter", "_write", "blocked")
+
+    def __init__(
+        self,
+        stream: RequestStream,
+        encoder: ChunkEncoder,
+        write: BodyWriter,
+        opened: list[bool],
+        closed: list[bool],
+    ) -> None:
+        self._stream = stream
+        self._encoder = encoder
+        self._write = write
+        self._opened = opened
+        self._closed = closed
+        self._waiter: asyncio.Future[None] | None = None
+        self.blocked: Awaitable[None] | None = None  # a write that must be awaited
+
+    def push_until_needed(self) -> asyncio.Future[None]:
+        """Pushes from now on; the future is done when the coroutine must take over."""
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        self._stream.listener = self._on_news
+        return waiter
+
+    def _on_news(self) -> None:
+        stream = self._stream
+        if stream.done or self._closed[0]:
+            self._hand_back()
+            return
+        parts: list[bytes] = []
+        try:
+            room = _encode_news(
+                stream.sequences[0],
+                0,
+                self._encoder,
+                self._opened,
+                self._closed,
+                parts,
+                TOKENS_PER_WRITE,
+            )
+            if parts:
+                written = self._write(b"".join(parts))
+                if written is not READY:
+                    self.blocked = written
+                    room = 0
+        except Exception:  # never into the engine's tick: the coroutine meets it again
+            log.exception("streaming a token failed")
+            room = 0
+        if room <= 0:
+            self._hand_back()
+
+    def _hand_back(self) -> None:
+        self._stream.listener = None
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 def _interleave(

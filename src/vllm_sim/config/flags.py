@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import rules as r
+from .errors import ConfigError
 from .kinds import (
     BOOL,
     DURATION,
@@ -151,6 +152,19 @@ def secret(key: str, kind: Kind, default: Any, help: str, **extra: Any) -> Setti
 
 def _latency(key: str, help: str, *rules: Rule, admin: Admin = Admin.LATENCY) -> Setting:
     return flag(key, DURATION, 0, Group.LATENCY, help, admin=admin, rules=rules)
+
+
+def _keep_alive_seconds(value: str) -> int:
+    """VLLM_HTTP_TIMEOUT_KEEP_ALIVE: whole seconds, as vLLM reads it; nanoseconds here."""
+    try:
+        seconds = int(value)
+    except ValueError:
+        seconds = -1
+    if not 0 < seconds <= 3600:
+        raise ConfigError(
+            f"VLLM_HTTP_TIMEOUT_KEEP_ALIVE must be whole seconds from 1 to 3600, got {value!r}"
+        )
+    return seconds * SECOND
 
 
 def _nonzero_integer(value: str) -> bool:
@@ -381,6 +395,11 @@ SETTINGS: tuple[Setting, ...] = (
          "On SIGTERM, how long in-flight requests may finish; then they are stopped with an "
          "error and the exit status is 3",
          rules=r.duration_range("drain timeout")),
+    flag("request-read-timeout", DURATION, 30 * SECOND, S,
+         "The longest a request head may take to arrive, and the longest a request body may "
+         "go without a byte; past it the answer is 408 and the connection closes",
+         rules=(r.at_least(MS, "request read timeout must be at least 1ms"),
+                r.hour_cap("request read timeout"))),
     flag("enable-sleep-mode", BOOL, False, S, "Allow /sleep (also needs VLLM_SERVER_DEV_MODE=1)"),
     flag("enable-server-load-tracking", BOOL, False, S,
          "Count the generation requests in flight for GET /load (vLLM's flag); else it says 0"),
@@ -465,6 +484,10 @@ SETTINGS: tuple[Setting, ...] = (
              "PodNameSpace", EnvVar("POD_NAMESPACE", EnvRule.ONLY)),
     env_only("vllm-dev-mode", BOOL, False, "Exactly `1` enables dev endpoints such as /sleep",
              "VllmDevMode", EnvVar("VLLM_SERVER_DEV_MODE", EnvRule.ONLY, lambda s: s == "1")),
+    env_only("http-timeout-keep-alive", DURATION, 5 * SECOND,
+             "Seconds an idle keep-alive connection stays open between requests (vLLM's "
+             "variable)", "HttpTimeoutKeepAlive",
+             EnvVar("VLLM_HTTP_TIMEOUT_KEEP_ALIVE", EnvRule.ONLY, _keep_alive_seconds)),
     env_only("responses-api-store", BOOL, False,
              "A non-zero integer keeps /v1/responses answers for GET /v1/responses/{id} and "
              "previous_response_id (vLLM's switch; off, `store` is ignored)",

@@ -41,6 +41,7 @@ class Config:
     disable_log_stats: bool
     startup_duration: int
     drain_timeout: int
+    request_read_timeout: int
     enable_sleep_mode: bool
     enable_server_load_tracking: bool
     host: str
@@ -154,6 +155,7 @@ class Config:
     pod_namespace: str
     pod_ip: str
     vllm_dev_mode: bool
+    http_timeout_keep_alive: int
     responses_api_store: bool
 
     @property

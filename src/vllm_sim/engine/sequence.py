@@ -132,6 +132,7 @@ class RequestStream:
         "_done",
         "_waiter",
         "error",
+        "listener",
         "output_units",
         "remaining",
         "request",
@@ -149,6 +150,9 @@ class RequestStream:
         self._waiter: asyncio.Future[None] | None = None
         self._done = False
         self._abort_cb = abort  # frees what the stream holds in its engine
+        # Called at notify() instead of waking a waiter: lets a writer put each token on
+        # the wire inside the engine's tick, with no task switch per token.
+        self.listener: Callable[[], None] | None = None
 
     @property
     def done(self) -> bool:
@@ -164,6 +168,10 @@ class RequestStream:
         return False
 
     def notify(self) -> None:
+        listener = self.listener
+        if listener is not None:
+            listener()
+            return
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None

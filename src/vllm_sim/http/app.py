@@ -1,12 +1,12 @@
-"""The ASGI application: routing, CORS, body limits, error shapes and response writing."""
+"""The application: routing, CORS, access checks, body limits and error shapes."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from vllm_sim.errors import RequestError
 from vllm_sim.http.access import Guard, cross_origin, is_control
@@ -14,6 +14,8 @@ from vllm_sim.http.cors import Cors
 from vllm_sim.http.messages import (
     JSON,
     AnyResponse,
+    BodyTooLarge,
+    Exchange,
     Fields,
     Handler,
     Headers,
@@ -28,9 +30,7 @@ from vllm_sim.http.messages import (
 
 log = logging.getLogger("vllm_sim.server")
 
-Scope = dict[str, Any]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
+_NONE: Headers = []  # shared, never mutated
 ErrorRenderer = Callable[[RequestError], bytes]
 
 
@@ -54,10 +54,6 @@ class Route:
     @property
     def allow_header(self) -> bytes:
         return ", ".join(sorted(self.methods)).encode()  # as vLLM lists them: no OPTIONS
-
-
-class _BodyTooLarge(Exception):
-    pass
 
 
 class RequestObserver(Protocol):
@@ -95,25 +91,27 @@ class App:
         self._cors = cors or Cors()  # vLLM's defaults: no other origin is allowed
         self._observer = observer
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return  # lifespan is off; websockets are not served
-        received = time.monotonic()
-        path: str = scope["path"]
-        method: str = scope["method"]
-        headers: Headers = scope["headers"]
+    async def handle(self, exchange: Exchange) -> None:
+        """Answers one request, through the exchange the HTTP server gave it."""
+        path = exchange.path
+        method = exchange.method
+        headers = exchange.headers
         route = self._routes.get(path) or self._match(path)
         if method == "OPTIONS":  # preflights are answered before routing, as in vLLM
             preflight = self._cors.preflight(headers, _shut(route, headers))
             if preflight is not None:
-                await _send(send, preflight)
+                exchange.respond(preflight, _NONE)
                 return
         fields = header_fields(headers)
         length = fields.get(b"content-length")
         declared = int(length) if length is not None and length.isdigit() else 0
-        response, inside = await self._serve(scope, receive, route, fields, declared, received)
-        extra = self._cors.response_headers(fields.get(b"origin")) if inside else ()
-        sent = await _send(send, response, extra)
+        response, inside = await self._serve(exchange, route, fields, declared)
+        extra = self._cors.response_headers(fields.get(b"origin")) if inside else _NONE
+        if isinstance(response, StreamingResponse):
+            await exchange.stream(response, extra)
+            sent = 0
+        else:
+            sent = exchange.respond(response, extra)
         observer = self._observer
         if inside and observer is not None:
             observer(
@@ -123,51 +121,49 @@ class App:
                 response.status,
                 declared,
                 sent,
-                time.monotonic() - received,
+                time.monotonic() - exchange.received,
             )
 
     async def _serve(
         self,
-        scope: Scope,
-        receive: Receive,
+        exchange: Exchange,
         route: Route | None,
         fields: Fields,
         declared: int,
-        received: float,
     ) -> tuple[AnyResponse, bool]:
         """The answer, and whether it got past vLLM's API-key layer, which wraps its CORS
         layer and its HTTP instrumentator: a refused key gets no CORS headers (a page cannot
         read why) and counts in no HTTP metric."""
         if route is None:
-            return self._not_found(scope["path"]), True
-        method: str = scope["method"]
+            return self._not_found(exchange.path), True
+        method = exchange.method
         handler = route.methods.get(method)
         if handler is None:
             return _method_response(route, method), True
-        refusal = _refusal(route, method, scope["headers"], fields)
-        if refusal is not None:  # uvicorn drops the unread body
+        refusal = _refusal(route, method, exchange.headers, fields)
+        if refusal is not None:  # the unread body is dropped
             return _error(route, refusal), refusal.status != 401
         try:
-            body = await self._read_body(declared, receive)
-        except _BodyTooLarge:
+            if declared > self.max_body_bytes:
+                raise BodyTooLarge
+            body = await exchange.read_body()
+        except BodyTooLarge:
             limit_mb = self.max_body_bytes // (1024 * 1024)
             message = f"Request body exceeds the {limit_mb} MB limit (max-request-body-size-mb)"
             error = RequestError(413, message)
             return _error(route, error, [(b"connection", b"close")]), True
         if self.draining and route.refuses_when_draining:
             return _error(route, RequestError(503, "server is shutting down")), True
-        server = scope.get("server")
-        port = server[1] if server else 0
         request = HttpRequest(
             method,
-            scope["path"],
-            scope["query_string"],
-            scope["headers"],
+            exchange.path,
+            exchange.query,
+            exchange.headers,
             body,
-            receive,
-            port,
+            exchange.on_disconnect,
+            exchange.port,
             fields,
-            received,
+            exchange.received,
         )
         return await _call(handler, request, route), True
 
@@ -193,26 +189,6 @@ class App:
             default=None,
         )
         return error_response(error) if owner is None else _error(owner, error)
-
-    async def _read_body(self, declared: int, receive: Receive) -> bytes:
-        """The body; `declared` is its Content-Length (0 without one)."""
-        limit = self.max_body_bytes
-        if declared > limit:
-            raise _BodyTooLarge
-        message = await receive()
-        body: bytes = message.get("body", b"")
-        if not message.get("more_body"):
-            return body
-        parts = [body]
-        size = len(body)
-        while message.get("more_body"):
-            message = await receive()
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                raise _BodyTooLarge
-            parts.append(chunk)
-        return b"".join(parts)
 
 
 def _shut(route: Route | None, headers: Headers) -> bool:
@@ -280,55 +256,3 @@ async def _call(handler: Handler, request: HttpRequest, route: Route) -> AnyResp
     except Exception:  # a bug must cost one request, never the server
         log.exception("unhandled error serving %s %s", request.method, request.path)
         return _error(route, RequestError(500, "Internal server error"))
-
-
-async def _send(
-    send: Send, response: AnyResponse, extra: Sequence[tuple[bytes, bytes]] = ()
-) -> int:
-    """Writes a response; `extra` headers (CORS) are added to its own. Returns its
-    Content-Length (0 for a stream, which has none)."""
-    if isinstance(response, StreamingResponse):
-        await _send_stream(send, response, extra)
-        return 0
-    size = len(response.body)
-    length = (b"content-length", str(size).encode())
-    headers = [length, *response.headers, *extra]
-    if response.content_type:
-        headers.append((b"content-type", response.content_type))
-    await send({"type": "http.response.start", "status": response.status, "headers": headers})
-    body = response.body
-    if size <= BODY_SLICE:
-        await send({"type": "http.response.body", "body": body})
-        return size
-    # In slices: the server waits for the socket to drain between them, so a large answer
-    # to a slow reader is not copied whole into the transport's buffer.
-    for start in range(0, len(body), BODY_SLICE):
-        piece = body[start : start + BODY_SLICE]
-        await send({"type": "http.response.body", "body": piece, "more_body": True})
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
-    return size
-
-
-BODY_SLICE = 1 << 20
-
-
-async def _send_stream(
-    send: Send, response: StreamingResponse, extra: Sequence[tuple[bytes, bytes]]
-) -> None:
-    headers = [
-        (b"content-type", response.content_type),
-        (b"cache-control", b"no-cache"),
-        *response.headers,
-        *extra,
-    ]
-    await send({"type": "http.response.start", "status": response.status, "headers": headers})
-
-    def write(chunk: bytes) -> Awaitable[None]:
-        # Returns send's own awaitable: no extra coroutine frame per chunk.
-        return send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-    try:
-        await response.produce(write)
-    except Exception:
-        log.exception("stream failed")
-    await send({"type": "http.response.body", "body": b"", "more_body": False})

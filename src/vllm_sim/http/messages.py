@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, cast
 
 import msgspec
 
@@ -23,9 +22,23 @@ def header_fields(headers: Headers) -> Fields:
     return dict(reversed(headers))
 
 
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-
 BodyWriter = Callable[[bytes], Awaitable[None]]
+
+
+class _Ready:
+    """An awaitable that is already done: what a body write returns when the transport took
+    the bytes and has room for more, so a streamed token costs no future and no task
+    switch. A writer that must wait returns something else, to be awaited."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return cast(Generator[Any, None, None], iter(()))
+
+
+READY: Awaitable[None] = _Ready()
+# Registers a callback for the client going away; returns the function that unregisters it.
+DisconnectWatch = Callable[[Callable[[], None]], Callable[[], None]]
 
 JSON = b"application/json"
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -35,7 +48,7 @@ class HttpRequest:
     """A request whose body has been read in full (within the size limit)."""
 
     __slots__ = (
-        "_receive",
+        "_watch",
         "body",
         "fields",
         "headers",
@@ -54,7 +67,7 @@ class HttpRequest:
         query: bytes,
         headers: Headers,
         body: bytes,
-        receive: Receive,
+        watch: DisconnectWatch,
         port: int,
         fields: Fields | None = None,
         received: float | None = None,
@@ -70,7 +83,7 @@ class HttpRequest:
         self.body = body
         self.port = port  # the port this request arrived on
         self.request_id: str | None = None  # set once the handler names the request
-        self._receive = receive
+        self._watch = watch
 
     def header(self, name: bytes) -> str | None:
         """The value of a header (name in lower case), or None."""
@@ -82,24 +95,9 @@ class HttpRequest:
         return (self.header(name) or "").strip() in _GO_TRUE
 
     def on_disconnect(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Calls `callback` if the client goes away; returns a function that stops watching.
-
-        Costs one task, so handlers call it only when they are about to wait.
-        """
-
-        async def watch() -> None:
-            while True:
-                message = await self._receive()
-                if message["type"] == "http.disconnect":
-                    callback()
-                    return
-
-        task = asyncio.get_running_loop().create_task(watch())
-
-        def stop() -> None:
-            task.cancel()
-
-        return stop
+        """Calls `callback` if the client goes away (at once if it already has); returns a
+        function that stops watching."""
+        return self._watch(callback)
 
 
 @dataclass(slots=True)
@@ -129,6 +127,35 @@ class StreamingResponse:
 
 AnyResponse = Response | StreamingResponse
 Handler = Callable[[HttpRequest], Awaitable[AnyResponse]]
+
+
+class BodyTooLarge(Exception):
+    """The request body is over the server's limit; what arrived of it was not kept."""
+
+
+class Exchange(Protocol):
+    """One request as the HTTP server hands it to the application, and the way back."""
+
+    method: str
+    path: str
+    query: bytes
+    headers: Headers  # names in lower case, in the order sent
+    port: int  # the port it arrived on
+    received: float  # time.monotonic() when its first byte was read
+
+    async def read_body(self) -> bytes:
+        """The whole body; raises BodyTooLarge past the server's limit."""
+        ...
+
+    def on_disconnect(self, callback: Callable[[], None]) -> Callable[[], None]: ...
+
+    def respond(self, response: Response, extra: Headers) -> int:
+        """Writes a complete answer (`extra`: more headers); returns its body's size."""
+        ...
+
+    async def stream(self, response: StreamingResponse, extra: Headers) -> None:
+        """Writes a streamed answer as its producer makes it, chunked."""
+        ...
 
 
 class ErrorInfo(msgspec.Struct):

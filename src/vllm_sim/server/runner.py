@@ -1,4 +1,4 @@
-"""Runs an instance on uvicorn (uvloop + httptools) with a draining graceful shutdown."""
+"""Runs an instance on the HTTP server, on uvloop, with a draining graceful shutdown."""
 
 from __future__ import annotations
 
@@ -9,17 +9,19 @@ import logging
 import os
 import re
 import signal
-import socket
 import time
 from collections.abc import Generator
 
-import uvicorn
+import uvloop
 
+from vllm_sim.config.model import Config
+from vllm_sim.http.connection import ACCESS_LOG, HeadLimits
+from vllm_sim.http.server import HttpServer
 from vllm_sim.server.build import Instance
-from vllm_sim.server.http_protocol import BoundedHttpToolsProtocol
 from vllm_sim.server.tls import TlsSetup
 
 log = logging.getLogger("vllm_sim")
+http_log = logging.getLogger("vllm_sim.http")
 
 # The exit status of a drain that had to stop requests (0 is a clean drain, 1 a second signal).
 DRAIN_CUT_SHORT = 3
@@ -43,7 +45,7 @@ def redact_query(target: str) -> str:
 
 
 class RedactSecrets(logging.Filter):
-    """Rewrites uvicorn's access-log line (client, method, path?query, version, status)."""
+    """Rewrites the access-log line (client, method, path?query, version, status)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
@@ -52,8 +54,13 @@ class RedactSecrets(logging.Filter):
         return True
 
 
-class SimulatorServer(uvicorn.Server):
-    """uvicorn, except that the first SIGTERM/SIGINT drains instead of closing at once.
+# How long open connections get to finish their answers once the server stops.
+CLOSE_GRACE = 5.0
+
+
+class SimulatorServer:
+    """Serves an instance until stopped; the first SIGTERM/SIGINT drains rather than
+    closing at once.
 
     While draining, generation endpoints answer 503 and every other endpoint keeps
     working; once no request is queued or running the server stops and the process exits 0.
@@ -62,42 +69,60 @@ class SimulatorServer(uvicorn.Server):
     A second signal exits at once with status 1.
     """
 
-    def __init__(self, config: uvicorn.Config, instance: Instance, tls: TlsSetup | None) -> None:
-        super().__init__(config)
+    def __init__(self, instance: Instance, host: str, tls: TlsSetup | None) -> None:
         self._instance = instance
+        self._host = host
         self._tls = tls
         self._drain_task: asyncio.Task[None] | None = None
         self._first_signal = 0.0
-        self._background: list[asyncio.Task[None]] = []
+        self._stopped: asyncio.Event | None = None
         self.exit_status = 0
 
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self.should_exit:
-            return  # uvicorn could not bind: it has logged why, and will exit non-zero
-        cfg, port = self._instance.config, self._instance.port
-        scheme = "http" if self._tls is None else "https"
-        host = self.config.host
-        shown = f"[{host}]" if ":" in host else host
-        log.info("vllm-sim serving %s on %s://%s:%d", cfg.display_model_name, scheme, shown, port)
-        self._instance.readiness.start()
+    async def run(self) -> int:
+        instance = self._instance
+        app = instance.app
+        self._stopped = asyncio.Event()
+        cfg = instance.config
+        read_timeout = cfg.request_read_timeout / 1e9
+        limits = HeadLimits(
+            head_timeout=read_timeout,
+            body_timeout=read_timeout,
+            keep_alive_timeout=cfg.http_timeout_keep_alive / 1e9,
+        )
+        server = HttpServer(app.handle, app.max_body_bytes, limits)
+        context = None if self._tls is None else self._tls.context
+        try:
+            await server.listen(self._host, instance.port, context)
+        except OSError as exc:
+            log.error("cannot listen on %s:%d: %s", self._host, instance.port, exc.strerror)
+            return 1
+        self._announce()
         loop = asyncio.get_running_loop()
-        self._background = [loop.create_task(run()) for run in self._instance.background]
+        background = [loop.create_task(run()) for run in instance.background]
         if self._tls is not None:
             self._tls.start_watching()
         # Everything built so far (modules, tables, the app) lives as long as the process:
         # kept out of the collector's reach, a full collection under load walks only what
         # requests made, which keeps its pause on the event loop short.
         gc.freeze()
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        for task in self._background:
+        with self._signals(loop):
+            await self._stopped.wait()
+        for task in background:
             task.cancel()
-        await super().shutdown(sockets)
+        await server.shutdown(CLOSE_GRACE)
+        return self.exit_status
+
+    def _announce(self) -> None:
+        cfg, port = self._instance.config, self._instance.port
+        scheme = "http" if self._tls is None else "https"
+        host = self._host
+        shown = f"[{host}]" if ":" in host else host
+        log.info("vllm-sim serving %s on %s://%s:%d", cfg.display_model_name, scheme, shown, port)
+        http_log.info("HTTP server listening on %s://%s:%d", scheme, shown, port)
+        self._instance.readiness.start()
 
     @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        loop = asyncio.get_running_loop()
+    def _signals(self, loop: asyncio.AbstractEventLoop) -> Generator[None, None, None]:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._on_signal, sig)
         try:
@@ -128,33 +153,48 @@ class SimulatorServer(uvicorn.Server):
             log.warning("drain timed out: %d requests stopped with an error", stopped)
             self.exit_status = DRAIN_CUT_SHORT
             await asyncio.sleep(_FLUSH)  # their answers are written before sockets close
-        self.should_exit = True
+        assert self._stopped is not None
+        self._stopped.set()
+
+
+# --uvicorn-log-level's names; `trace` is below debug, as it was in uvicorn.
+_LEVELS = {
+    "critical": logging.CRITICAL,
+    "error": logging.ERROR,
+    "warning": logging.WARNING,
+    "info": logging.INFO,
+    "debug": logging.DEBUG,
+    "trace": 5,
+}
+
+
+def _configure_logs(cfg: Config) -> None:
+    """The HTTP server's own lines at --uvicorn-log-level; request lines when asked for,
+    whatever that level says, as vLLM's request log (--enable-log-requests) is its own."""
+    http_log.setLevel(_LEVELS[cfg.uvicorn_log_level])
+    access = logging.getLogger(ACCESS_LOG)
+    access.addFilter(RedactSecrets())
+    access.setLevel(logging.INFO if cfg.log_http or cfg.enable_log_requests else logging.WARNING)
+    if http_log.getEffectiveLevel() <= logging.INFO and not logging.getLogger().isEnabledFor(
+        logging.INFO
+    ):
+        # Asked-for info lines show even when the root logger is quieter.
+        _own_handler(http_log)
+    if access.isEnabledFor(logging.INFO):
+        _own_handler(access)
+
+
+def _own_handler(logger: logging.Logger) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.propagate = False
 
 
 def serve(instance: Instance, host: str, tls: TlsSetup | None = None) -> int:
-    """Serves until stopped; the exit status (0, or DRAIN_CUT_SHORT)."""
-    cfg = instance.config
-    config = uvicorn.Config(
-        instance.app,
-        host=host,
-        port=instance.port,
-        loop="uvloop",
-        http=BoundedHttpToolsProtocol,
-        lifespan="off",
-        access_log=cfg.log_http or cfg.enable_log_requests,
-        log_level=cfg.uvicorn_log_level,
-        server_header=False,
-        timeout_graceful_shutdown=5,
-        backlog=4096,
-        ssl_context_factory=None if tls is None else (lambda _config, _default: tls.context),
-    )
-    # uvicorn configured its loggers in Config(); the filter goes on after that.
-    access = logging.getLogger("uvicorn.access")
-    access.addFilter(RedactSecrets())
-    if config.access_log:
-        # Asked-for request lines appear whatever --uvicorn-log-level says, as vLLM's request
-        # log (--enable-log-requests) is its own logger, not uvicorn's.
-        access.setLevel(logging.INFO)
-    server = SimulatorServer(config, instance, tls)
-    server.run()
-    return server.exit_status
+    """Serves until stopped; the exit status (0, 1 if the port cannot be had, or
+    DRAIN_CUT_SHORT)."""
+    _configure_logs(instance.config)
+    server = SimulatorServer(instance, host, tls)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(server.run())

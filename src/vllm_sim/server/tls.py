@@ -94,7 +94,7 @@ def _signature(path: str) -> tuple[int, int, int] | None:
 
 
 class TlsSetup:
-    """The context uvicorn serves with, and what keeps it current.
+    """The context the HTTP server serves with, and what keeps it current.
 
     A pair given on the command line is watched: when either file changes on disk, the
     pair is reloaded after a short rest, new handshakes get the new certificate, and a

@@ -10,9 +10,9 @@ import socket
 import pytest
 
 from tests.support.server import SimServer
-from vllm_sim.server.http_protocol import BoundedHttpToolsProtocol
+from vllm_sim.http.connection import HeadLimits
 
-LIMITS = BoundedHttpToolsProtocol
+LIMITS = HeadLimits()
 
 
 def _exchange(sim: SimServer, head: bytes) -> bytes:
@@ -33,8 +33,8 @@ def _head(*headers: bytes) -> bytes:
 @pytest.mark.parametrize(
     "headers",
     [
-        [b"X-Many: 1\r\n"] * (LIMITS.MAX_HEADERS + 1),
-        [b"X-Big: " + b"a" * (LIMITS.MAX_HEAD_BYTES + 1) + b"\r\n"],
+        [b"X-Many: 1\r\n"] * (LIMITS.max_headers + 1),
+        [b"X-Big: " + b"a" * (LIMITS.max_head_bytes + 1) + b"\r\n"],
     ],
     ids=["count", "bytes"],
 )
@@ -57,5 +57,5 @@ def test_a_flood_of_headers_is_cut_at_the_limit(sim: SimServer) -> None:
 
 
 def test_a_head_within_the_limits_is_served(sim: SimServer) -> None:
-    headers = [b"X-Fine-%d: %s\r\n" % (i, b"v" * 100) for i in range(LIMITS.MAX_HEADERS - 3)]
+    headers = [b"X-Fine-%d: %s\r\n" % (i, b"v" * 100) for i in range(LIMITS.max_headers - 3)]
     assert _exchange(sim, _head(*headers)).startswith(b"HTTP/1.1 200")

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.config import load
+from tests.support.exchange import exchange
 from vllm_sim.api import capabilities, chat, completions
 from vllm_sim.api.endpoint import Endpoint
 from vllm_sim.http.messages import encode_json
@@ -57,24 +58,11 @@ def answers(
 
     body = json.dumps({**base, **fields}).encode()
 
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        pass
-
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": endpoint.path,
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), *headers],
-        "server": ("127.0.0.1", 8000),
-    }
+    headers = [(b"content-type", b"application/json"), *headers]
 
     async def requests() -> None:
         for _ in range(times):
-            await app(scope, receive, send)
+            await exchange(app, "POST", endpoint.path, body, headers)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(module, "_plain_completion", spy)

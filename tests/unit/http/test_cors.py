@@ -4,9 +4,9 @@ no policy opens to other sites."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
+from tests.support.exchange import call_app
 from vllm_sim.http.access import KeyRing, control_guard, key_guard
 from vllm_sim.http.app import App, Route
 from vllm_sim.http.cors import Cors, CorsPolicy
@@ -136,17 +136,8 @@ async def ok(request: HttpRequest) -> AnyResponse:
 
 
 def call(server: App, method: str, path: str, headers: list[tuple[bytes, bytes]]) -> Any:
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"{}", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {"type": "http", "method": method, "path": path, "query_string": b""}
-    asyncio.run(server({**scope, "headers": headers, "server": None}, receive, send))
-    return sent[0]["status"], dict(sent[0]["headers"]), b"".join(m["body"] for m in sent[1:])
+    answer = call_app(server, method, path, b"{}", headers)
+    return answer.status, dict(answer.headers), answer.body
 
 
 def kernel(**policy: Any) -> App:

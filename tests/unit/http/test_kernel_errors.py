@@ -8,6 +8,7 @@ import asyncio
 import json
 from typing import Any
 
+from tests.support.exchange import call_app, exchange
 from vllm_sim.errors import RequestError
 from vllm_sim.http.access import KeyRing, control_guard, cross_origin, key_guard
 from vllm_sim.http.app import App, Route
@@ -34,31 +35,11 @@ def call(
     headers: list[tuple[bytes, bytes]] | None = None,
 ) -> tuple[int, Any, bool]:
     """(status, decoded body, whether the app read the request body)."""
-    sent: list[dict[str, Any]] = []
-    read = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal read
-        read = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
     headers = list(headers or [])
     if method == "POST" and all(name != b"content-type" for name, _ in headers):
         headers.append((b"content-type", b"application/json"))
-    scope = {
-        "type": "http",
-        "method": method,
-        "path": path,
-        "query_string": b"",
-        "headers": headers,
-        "server": ("127.0.0.1", 8000),
-    }
-    asyncio.run(app(scope, receive, send))
-    payload = b"".join(m.get("body", b"") for m in sent[1:])
-    return sent[0]["status"], json.loads(payload), read
+    answer = call_app(app, method, path, body, headers)
+    return answer.status, json.loads(answer.body), answer.read
 
 
 def app(guard: Any = None) -> App:
@@ -179,18 +160,7 @@ def test_the_media_rule_reads_the_type_as_vllm_does() -> None:
 
 def test_no_content_type_is_refused_except_on_control_routes() -> None:
     async def raw(headers: list[tuple[bytes, bytes]], path: str, server: App) -> int:
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": b"{}", "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        scope = {"type": "http", "method": "POST", "path": path, "query_string": b""}
-        await server({**scope, "headers": headers, "server": None}, receive, send)
-        status: int = sent[0]["status"]
-        return status
+        return (await exchange(server, "POST", path, b"{}", headers)).status
 
     server = App(
         [Route("/api", {"POST": ok}), Route("/control", {"POST": ok}, guard=control_guard(None))],

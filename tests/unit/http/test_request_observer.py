@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from tests.support.exchange import call_app
 from vllm_sim.http.access import KeyRing, key_guard
 from vllm_sim.http.app import App, Route
 from vllm_sim.http.cors import Cors, CorsPolicy
@@ -77,27 +77,11 @@ def call(
 ) -> tuple[int, bytes]:
     """(status, body) of one request; `headers` come before the JSON content type, so that
     their own content type wins."""
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
     fields = [*headers, (b"content-type", b"application/json")]
     if body:
         fields.append((b"content-length", str(len(body)).encode()))
-    scope = {
-        "type": "http",
-        "method": method,
-        "path": path,
-        "query_string": b"",
-        "headers": fields,
-        "server": ("127.0.0.1", 8000),
-    }
-    asyncio.run(app(scope, receive, send))
-    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+    answer = call_app(app, method, path, body, fields)
+    return answer.status, answer.body
 
 
 def test_a_routed_request_names_its_route_and_sizes() -> None:

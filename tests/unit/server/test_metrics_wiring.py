@@ -5,10 +5,10 @@ of a data-parallel rank."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.exchange import exchange
 from vllm_sim.config import load_config
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.server.build import Instance, build_instance
@@ -22,24 +22,8 @@ def instance(*args: str, rank: int = 0) -> Instance:
 
 
 async def call(inst: Instance, method: str, path: str, query: bytes = b"") -> tuple[int, bytes]:
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "method": method,
-        "path": path,
-        "query_string": query,
-        "headers": [],
-        "server": ("127.0.0.1", 8000),
-    }
-    await inst.app(scope, receive, send)
-    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+    answer = await exchange(inst.app, method, path, query=query)
+    return answer.status, answer.body
 
 
 async def series(inst: Instance, name: str) -> dict[tuple[tuple[str, str], ...], float]:

@@ -1,0 +1,570 @@
+"""One client connection: HTTP/1.1 parsed by httptools, answered with pre-framed bytes.
+
+Requests on a connection are answered one at a time in the order they came (pipelining);
+while one is being answered, at most one more is read ahead before reading pauses, so a
+client that pipelines without end costs one request's memory. What a request may hold is
+bounded before it is kept: its head by HeadLimits (431 past them), its body by the
+application's limit (413), and the time it may take to arrive by the server's timeouts
+(408). A client that stops reading pauses the streams written to it at the transport's
+high-water mark. A connection that closes aborts the request it carried at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, cast
+from urllib.parse import unquote
+
+import httptools
+
+from vllm_sim.http import wire
+from vllm_sim.http.messages import (
+    READY,
+    BodyTooLarge,
+    Headers,
+    Response,
+    StreamingResponse,
+)
+
+if TYPE_CHECKING:
+    from vllm_sim.http.server import HttpServer
+
+log = logging.getLogger("vllm_sim.http")
+ACCESS_LOG = "vllm_sim.http.access"
+access_log = logging.getLogger(ACCESS_LOG)
+
+_STREAM_HEADERS = b"cache-control: no-cache\r\n" + wire.CHUNKED
+# A complete answer's head and body go out in one write up to this size; a larger body is
+# handed over as is, beside its head, rather than copied into one buffer with it.
+_JOIN_LIMIT = 16 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class HeadLimits:
+    """What one request's head may hold, and how long each phase of a request may take."""
+
+    max_head_bytes: int = 64 * 1024  # request line and header lines together
+    max_headers: int = 256
+    head_timeout: float = 30.0  # from a request's first byte to the end of its head
+    body_timeout: float = 30.0  # the longest a request body may go without a byte
+    keep_alive_timeout: float = 5.0  # an idle connection between requests (vLLM's default)
+
+
+class Phase(Enum):
+    """Where the parser is in the request it is reading."""
+
+    IDLE = "idle"  # between requests: nothing of the next one read yet
+    HEAD = "head"  # request line and headers
+    BODY = "body"
+
+
+class ClientGone(Exception):
+    """The connection closed while its request's body was still being read."""
+
+
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a head over the limits."""
+
+
+class Cycle:
+    """One request on a connection, from its head to the end of its answer: the Exchange
+    the application answers through."""
+
+    __slots__ = (
+        "_body",
+        "_conn",
+        "_waiter",
+        "close_after",
+        "complete",
+        "expects_continue",
+        "headers",
+        "method",
+        "overflow",
+        "path",
+        "port",
+        "query",
+        "received",
+        "responded",
+        "size",
+        "status",
+        "version",
+    )
+
+    def __init__(self, conn: HttpConnection, received: float) -> None:
+        self._conn = conn
+        self.received = received
+        self.method = ""
+        self.path = ""
+        self.query = b""
+        self.headers: Headers = []
+        self.port = conn.port
+        self.version = "1.1"
+        self._body: list[bytes] = []
+        self.size = 0
+        self.complete = False  # the whole body has arrived
+        self.overflow = False  # the body passed the limit: the rest is dropped
+        self.expects_continue = False
+        self.close_after = False
+        self.responded = False  # an answer's head has been written
+        self.status = 0
+        self._waiter: asyncio.Future[None] | None = None
+
+    # -- filled in by the connection --
+
+    def add_body(self, data: bytes, limit: int) -> None:
+        if self.overflow or self.responded:
+            return
+        self.size += len(data)
+        if self.size > limit:
+            self.overflow = True
+            self._body.clear()
+            self._wake()  # a handler waiting for the body answers 413 now
+        else:
+            self._body.append(data)
+
+    def body_arrived(self) -> None:
+        self.complete = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- the Exchange --
+
+    async def read_body(self) -> bytes:
+        while not self.complete and not self.overflow:
+            conn = self._conn
+            if not conn.open:
+                raise ClientGone
+            if self.expects_continue:
+                self.expects_continue = False
+                conn.write(wire.CONTINUE)
+            self._waiter = conn.loop.create_future()
+            await self._waiter
+        if self.overflow:
+            raise BodyTooLarge
+        body = self._body
+        return body[0] if len(body) == 1 else b"".join(body)
+
+    def on_disconnect(self, callback: Callable[[], None]) -> Callable[[], None]:
+        return self._conn.watch(callback)
+
+    def respond(self, response: Response, extra: Headers) -> int:
+        body = response.body
+        size = len(body)
+        conn = self._conn
+        framing = wire.content_length(size)
+        if response.content_type:
+            framing += b"content-type: " + response.content_type + wire.CRLF
+        self._begin(response.status, response.headers)
+        head = wire.head(
+            response.status,
+            conn.server.date.line(),
+            response.headers,
+            extra,
+            framing,
+            self.close_after and not _names_connection(response.headers),
+        )
+        if self.method == "HEAD":
+            conn.write(head)
+        elif size <= _JOIN_LIMIT:
+            conn.write(head + body)
+        else:
+            conn.write_all((head, body))
+        return size
+
+    async def stream(self, response: StreamingResponse, extra: Headers) -> None:
+        conn = self._conn
+        self._begin(response.status, response.headers)
+        framing = b"content-type: " + response.content_type + wire.CRLF + _STREAM_HEADERS
+        head = wire.head(
+            response.status,
+            conn.server.date.line(),
+            response.headers,
+            extra,
+            framing,
+            self.close_after,
+        )
+        conn.write(head)
+        write = conn.write_discarding if self.method == "HEAD" else conn.write_chunk
+        try:
+            await response.produce(write)
+        except Exception:
+            log.exception("stream failed")
+        if self.method != "HEAD":
+            conn.write(wire.LAST_CHUNK)
+
+    def _begin(self, status: int, headers: Headers) -> None:
+        if self.responded:
+            raise RuntimeError("a request was answered twice")
+        self.responded = True
+        self.status = status
+        # An answer that says it closes the connection (a 413) does, and so does one given
+        # before its request's body was all read: the rest of it cannot be told from the
+        # next request.
+        if not self.complete or _names_connection(headers):
+            self.close_after = True
+
+
+def _names_connection(headers: Headers) -> bool:
+    return any(name == b"connection" for name, _ in headers)
+
+
+Application = Callable[[Cycle], Awaitable[None]]
+
+
+class HttpConnection(asyncio.Protocol):
+    """The protocol of one connection (see the module's docstring)."""
+
+    def __init__(self, server: HttpServer) -> None:
+        self.server = server
+        self.loop = server.loop
+        self.limits = server.limits
+        self.port = server.port
+        self.transport: asyncio.Transport | None = None
+        self.open = False  # connected, and not being closed: writes go out
+        self.since = time.monotonic()  # when the current phase began, for timeouts
+        self.phase = Phase.IDLE
+        self.served = 0  # requests answered so far
+        self._parser = httptools.HttpRequestParser(self)
+        self._reading: Cycle | None = None  # the request the parser is filling in
+        self._queue: deque[Cycle] = deque()  # read, waiting for the one being answered
+        self._active: Cycle | None = None  # the request being answered
+        self._head_bytes = 0
+        self._header_count = 0
+        self._url = b""
+        self._head_too_large = False
+        self._read_paused = False
+        self._write_paused = False
+        self._drained: asyncio.Future[None] | None = None
+        self._watcher: Callable[[], None] | None = None
+        self._closing = False  # close once the active request is answered
+        self._pending_error: bytes | None = None  # answered once the active request is
+
+    # -- transport events --
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self.open = True
+        self.server.connection_opened(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.open = False
+        self.server.connection_closed(self)
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher()
+        for cycle in (self._reading, self._active):
+            if cycle is not None:
+                cycle._wake()  # a handler waiting for its body learns of the loss
+        drained = self._drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    def eof_received(self) -> bool | None:
+        return None  # a client that closes its side is gone: close ours too
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        drained = self._drained
+        if drained is not None:
+            self._drained = None
+            if not drained.done():
+                drained.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        if self.phase is Phase.HEAD:
+            self._head_bytes += len(data)
+        elif self.phase is Phase.BODY:
+            self.since = time.monotonic()  # the body made progress
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._upgrade_requested()
+        except (httptools.HttpParserError, httptools.HttpParserCallbackError) as exc:
+            self._parse_failed(exc)
+            return
+        if self.phase is Phase.HEAD and self._head_bytes > self.limits.max_head_bytes:
+            # A header line that never ends is never handed to on_header: counted here.
+            self._head_too_large = True
+            self._parse_failed(None)
+            return
+        reading = self._reading
+        if reading is not None and self.phase is Phase.BODY and self._active is None:
+            self._start(reading)  # its body is on its way: the handler reads it as it comes
+
+    # -- parser callbacks --
+
+    def on_message_begin(self) -> None:
+        now = time.monotonic()
+        self._reading = Cycle(self, now)
+        self.phase = Phase.HEAD
+        self.since = now
+        self._head_bytes = 0
+        self._header_count = 0
+        self._url = b""
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._count(len(url), 0)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value), 1)
+        cycle = self._reading
+        if cycle is not None:
+            cycle.headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        cycle = self._reading
+        if cycle is None:
+            return
+        parser = self._parser
+        cycle.method = parser.get_method().decode("ascii")
+        cycle.version = parser.get_http_version()
+        url = httptools.parse_url(self._url)
+        path = url.path.decode("latin-1")
+        cycle.path = unquote(path) if "%" in path else path
+        cycle.query = url.query or b""
+        cycle.close_after = not parser.should_keep_alive() or self.server.closing
+        for name, value in cycle.headers:
+            if name == b"expect" and value.lower() == b"100-continue":
+                cycle.expects_continue = True
+        self.phase = Phase.BODY
+        self.since = time.monotonic()
+
+    def on_body(self, body: bytes) -> None:
+        cycle = self._reading
+        if cycle is not None:
+            cycle.add_body(body, self.server.max_body_bytes)
+
+    def on_message_complete(self) -> None:
+        cycle = self._reading
+        self._reading = None
+        self.phase = Phase.IDLE
+        self.since = time.monotonic()
+        if cycle is None:
+            return
+        cycle.body_arrived()
+        if cycle is self._active:
+            return  # started while its body was on its way
+        if self._active is None and not self._queue:
+            self._start(cycle)
+            return
+        self._queue.append(cycle)
+        # One request read ahead is enough: the rest waits in the socket.
+        self._pause_reading()
+
+    def _count(self, size: int, headers: int) -> None:
+        self._head_bytes += size
+        self._header_count += headers
+        limits = self.limits
+        if self._head_bytes > limits.max_head_bytes or self._header_count > limits.max_headers:
+            self._head_too_large = True
+            raise _HeadTooLarge
+
+    # -- answering --
+
+    def _start(self, cycle: Cycle) -> None:
+        self._active = cycle
+        self.loop.create_task(self._serve(cycle))
+
+    async def _serve(self, cycle: Cycle) -> None:
+        try:
+            await self.server.app(cycle)
+        except ClientGone:
+            pass
+        except Exception:  # the application answers its own errors: this is a bug
+            log.exception("unhandled error serving %s %s", cycle.method, cycle.path)
+            if not cycle.responded:
+                self.write(wire.protocol_error(500, "Internal server error", self._date()))
+            cycle.close_after = True
+        if not cycle.responded:
+            cycle.close_after = True
+        self._finished(cycle)
+
+    def _finished(self, cycle: Cycle) -> None:
+        self._active = None
+        self._watcher = None
+        self.served += 1
+        if access_log.isEnabledFor(logging.INFO):
+            self._log_access(cycle)
+        if not self.open:
+            return
+        if cycle.close_after or self._closing:
+            self._close()
+            return
+        if self._pending_error is not None:
+            self.write(self._pending_error)
+            self._close()
+            return
+        self.since = time.monotonic()
+        if self._queue:
+            self._start(self._queue.popleft())
+        elif self._reading is not None and self.phase is Phase.BODY:
+            self._start(self._reading)  # read ahead, its body still arriving
+        if self._read_paused and not self._queue and self.transport is not None:
+            self._read_paused = False
+            self.transport.resume_reading()
+
+    def _pause_reading(self) -> None:
+        if not self._read_paused and self.transport is not None:
+            self._read_paused = True
+            self.transport.pause_reading()
+
+    def _log_access(self, cycle: Cycle) -> None:
+        peer = self.transport.get_extra_info("peername") if self.transport else None
+        client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "-"
+        target = cycle.path + ("?" + cycle.query.decode("latin-1") if cycle.query else "")
+        access_log.info(
+            '%s - "%s %s HTTP/%s" %d', client, cycle.method, target, cycle.version, cycle.status
+        )
+
+    # -- writing --
+
+    def write(self, data: bytes) -> None:
+        if self.open:
+            cast(asyncio.Transport, self.transport).write(data)
+
+    def write_all(self, pieces: tuple[bytes, ...]) -> None:
+        if self.open:
+            cast(asyncio.Transport, self.transport).writelines(pieces)
+
+    def write_chunk(self, data: bytes) -> Awaitable[None]:
+        """One piece of a streamed body; waits only while the client is not reading."""
+        if not self.open:
+            return READY
+        if data:
+            cast(asyncio.Transport, self.transport).write(wire.chunk(data))
+        if self._write_paused:
+            return self._drain()
+        return READY
+
+    def write_discarding(self, data: bytes) -> Awaitable[None]:
+        return READY  # a HEAD request's stream: the body is not sent
+
+    def _drain(self) -> asyncio.Future[None]:
+        drained = self._drained
+        if drained is None:
+            drained = self._drained = self.loop.create_future()
+        return drained
+
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        if not self.open:
+            self.loop.call_soon(callback)
+            return _nothing
+        self._watcher = callback
+
+        def stop() -> None:
+            if self._watcher is callback:
+                self._watcher = None
+
+        return stop
+
+    # -- errors and closing --
+
+    def _parse_failed(self, exc: Exception | None) -> None:
+        if self._head_too_large:
+            limits = self.limits
+            message = (
+                f"The request head is over {limits.max_head_bytes} bytes or "
+                f"{limits.max_headers} header lines"
+            )
+            answer = wire.protocol_error(431, message, self._date())
+        else:
+            reason = str(exc) if exc is not None else "malformed request"
+            answer = wire.protocol_error(400, f"Invalid HTTP request: {reason}", self._date())
+        self._reading = None
+        self._fail(answer)
+
+    def _fail(self, answer: bytes) -> None:
+        """Answers `answer` once the request being answered (if any) is, then closes."""
+        self._pause_reading()
+        if self._active is not None:
+            self._pending_error = answer
+            return
+        self.write(answer)
+        self._close()
+
+    def _upgrade_requested(self) -> None:
+        """A request asking to switch protocols is answered as plain HTTP/1.1 (nothing
+        here speaks another), and the connection closes after it: what follows its head
+        belongs to a protocol that was never agreed."""
+        cycle = self._reading
+        if cycle is not None:
+            cycle.close_after = True
+            self.on_message_complete()
+        else:  # its head ended the message: it is the last request read
+            last = self._queue[-1] if self._queue else self._active
+            if last is not None:
+                last.close_after = True
+        self._pause_reading()
+
+    def timed_out(self, now: float) -> bool:
+        """Closes the connection if its current phase has lasted too long; True if so."""
+        if not self.open:
+            return False
+        active = self._active
+        if active is not None and not (self.phase is Phase.BODY and active is self._reading):
+            return False  # a request is being answered: its time is the engine's
+        limits = self.limits
+        elapsed = now - self.since
+        if self.phase is Phase.IDLE:
+            limit = limits.keep_alive_timeout if self.served else limits.head_timeout
+            if elapsed > limit:
+                self._close()
+                return True
+            return False
+        limit = limits.head_timeout if self.phase is Phase.HEAD else limits.body_timeout
+        if elapsed <= limit:
+            return False
+        what = "head" if self.phase is Phase.HEAD else "body"
+        message = f"The request {what} did not arrive within {limit:g} seconds"
+        answer = wire.protocol_error(408, message, self._date())
+        self._reading = None
+        if active is not None:  # its handler waits for the body: it is told it never came
+            if not active.responded:
+                active.responded = True
+                self.write(answer)
+            self._close()
+            active._wake()
+        else:
+            self._fail(answer)
+        return True
+
+    def is_idle(self) -> bool:
+        """Whether closing it now would cut no request being answered."""
+        return self._active is None and not self._queue
+
+    def shutdown(self) -> None:
+        """Closes now if nothing is being answered, else once the answer is written."""
+        if self._active is None:
+            self._close()
+        else:
+            self._closing = True
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _close(self) -> None:
+        self.open = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def _date(self) -> bytes:
+        return self.server.date.line()
+
+
+def _nothing() -> None:
+    return None

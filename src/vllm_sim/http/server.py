@@ -1,0 +1,152 @@
+"""The listening side: accepts connections, bounds how many are held, times them out, and
+closes them gracefully.
+
+Every connection holds a file descriptor. Past a ceiling derived from the process's limit
+(raised to its hard limit at start-up), a new connection takes the place of the one that
+has waited longest without a request being answered (an idle keep-alive connection, or one
+still sending its request head), so clients that open connections and send nothing cannot
+lock everyone else out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import ssl
+import time
+from collections.abc import Callable
+
+from vllm_sim.http.connection import Application, HeadLimits, HttpConnection
+from vllm_sim.http.wire import DateHeader
+
+log = logging.getLogger("vllm_sim.http")
+
+# Descriptors kept for everything else the process opens (files, the engine's sockets).
+_RESERVED_DESCRIPTORS = 128
+_SWEEP_INTERVAL = 0.5
+
+
+def raise_descriptor_limit() -> int:
+    """Raises this process's open-file limit to its hard limit; the limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+class HttpServer:
+    """Serves one application on one port."""
+
+    def __init__(
+        self,
+        app: Application,
+        max_body_bytes: int,
+        limits: HeadLimits | None = None,
+        max_connections: int | None = None,
+    ) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.limits = limits or HeadLimits()
+        self.loop = asyncio.get_running_loop()
+        self.date = DateHeader()
+        self.port = 0
+        self.closing = False  # new requests are told the connection closes after them
+        self.connections: set[HttpConnection] = set()
+        if max_connections is None:
+            max_connections = max(16, raise_descriptor_limit() - _RESERVED_DESCRIPTORS)
+        self.max_connections = max_connections
+        self.shed = 0  # connections closed to make room for new ones
+        self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._all_closed: asyncio.Future[None] | None = None
+
+    async def listen(
+        self,
+        host: str | None,
+        port: int,
+        ssl_context: ssl.SSLContext | None = None,
+        backlog: int = 4096,
+    ) -> None:
+        factory: Callable[[], HttpConnection] = lambda: HttpConnection(self)  # noqa: E731
+        # A TLS handshake that stalls holds a descriptor the connection cap cannot see yet
+        # (the connection exists only once it completes): it gets the head's time.
+        handshake = self.limits.head_timeout if ssl_context is not None else None
+        server = await self.loop.create_server(
+            factory,
+            host or None,
+            port,
+            ssl=ssl_context,
+            backlog=backlog,
+            reuse_address=True,
+            ssl_handshake_timeout=handshake,
+        )
+        self._server = server
+        sockets = server.sockets
+        self.port = sockets[0].getsockname()[1] if sockets else port
+        self._sweeper = self.loop.call_later(_SWEEP_INTERVAL, self._sweep)
+
+    # -- told by connections --
+
+    def connection_opened(self, conn: HttpConnection) -> None:
+        self.connections.add(conn)
+        if len(self.connections) > self.max_connections:
+            self._make_room(conn)
+
+    def connection_closed(self, conn: HttpConnection) -> None:
+        self.connections.discard(conn)
+        waiter = self._all_closed
+        if waiter is not None and not self.connections and not waiter.done():
+            waiter.set_result(None)
+
+    def _make_room(self, newcomer: HttpConnection) -> None:
+        waiting = [c for c in self.connections if c is not newcomer and c.is_idle() and c.open]
+        if waiting:
+            oldest = min(waiting, key=lambda c: c.since)
+            oldest.abort()
+            self.connections.discard(oldest)
+            self.shed += 1
+            return
+        # Every held connection carries a request being answered: the newcomer waits
+        # for none of them.
+        newcomer.abort()
+        self.connections.discard(newcomer)
+        self.shed += 1
+        if self.shed == 1 or self.shed % 1000 == 0:
+            log.warning(
+                "%d connections open, the most this process can hold: new ones are refused",
+                self.max_connections,
+            )
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        for conn in list(self.connections):
+            conn.timed_out(now)
+        self._sweeper = self.loop.call_later(_SWEEP_INTERVAL, self._sweep)
+
+    # -- stopping --
+
+    async def shutdown(self, grace: float) -> None:
+        """Stops accepting, closes idle connections at once and the others once their
+        requests are answered; after `grace` seconds, closes what is left."""
+        self.closing = True
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.shutdown()
+        if self.connections:
+            self._all_closed = self.loop.create_future()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._all_closed), grace)
+            except TimeoutError:
+                for conn in list(self.connections):
+                    conn.abort()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        if self._server is not None:
+            await self._server.wait_closed()
