@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -36,6 +37,7 @@ class SimServer:
         port: int | None = None,
         https: bool = False,
         host: str = "127.0.0.1",
+        fd_limit: int | None = None,
     ) -> None:
         self.port = port or free_port()
         self.host = host  # where the tests reach it (give --host in `args` to bind elsewhere)
@@ -45,6 +47,9 @@ class SimServer:
         # A key in the developer's own environment must not lock the tests out.
         inherited = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
         self.env = {**inherited, **(env or {})}
+        # The child's RLIMIT_NOFILE (soft and hard), which bounds its connections; None
+        # keeps the limit it inherits.
+        self.fd_limit = fd_limit
         self.process: subprocess.Popen[bytes] | None = None
         self.log: IO[bytes] | None = None
 
@@ -64,6 +69,7 @@ class SimServer:
             env=self.env,
             stdout=self.log,
             stderr=self.log,
+            preexec_fn=None if self.fd_limit is None else self._limit_descriptors,
         )
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
@@ -77,6 +83,11 @@ class SimServer:
                 time.sleep(0.05)
         self.stop()
         raise RuntimeError("simulator did not start in time")
+
+    def _limit_descriptors(self) -> None:
+        """Runs in the child before it executes the server: caps its open files."""
+        assert self.fd_limit is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.fd_limit, self.fd_limit))
 
     def stop(self, timeout: float = 35.0) -> int:
         """SIGTERM, wait for the drain; returns the exit code."""

@@ -15,10 +15,10 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote
 
 import httptools
@@ -39,7 +39,7 @@ log = logging.getLogger("vllm_sim.http")
 ACCESS_LOG = "vllm_sim.http.access"
 access_log = logging.getLogger(ACCESS_LOG)
 
-_STREAM_HEADERS = b"cache-control: no-cache\r\n" + wire.CHUNKED
+_NO_CACHE = b"cache-control: no-cache\r\n"
 # A complete answer's head and body go out in one write up to this size; a larger body is
 # handed over as is, beside its head, rather than copied into one buffer with it.
 _JOIN_LIMIT = 16 * 1024
@@ -184,7 +184,14 @@ class Cycle:
     async def stream(self, response: StreamingResponse, extra: Headers) -> None:
         conn = self._conn
         self._begin(response.status, response.headers)
-        framing = b"content-type: " + response.content_type + wire.CRLF + _STREAM_HEADERS
+        # HTTP/1.0 knows no chunked framing: the body is sent as is and ends with the
+        # connection.
+        chunked = self.version != "1.0"
+        if not chunked:
+            self.close_after = True
+        framing = b"content-type: " + response.content_type + wire.CRLF + _NO_CACHE
+        if chunked:
+            framing += wire.CHUNKED
         head = wire.head(
             response.status,
             conn.server.date.line(),
@@ -194,12 +201,15 @@ class Cycle:
             self.close_after,
         )
         conn.write(head)
-        write = conn.write_discarding if self.method == "HEAD" else conn.write_chunk
+        if self.method == "HEAD":
+            write = conn.write_discarding
+        else:
+            write = conn.write_chunk if chunked else conn.write_plain
         try:
             await response.produce(write)
         except Exception:
             log.exception("stream failed")
-        if self.method != "HEAD":
+        if self.method != "HEAD" and chunked:
             conn.write(wire.LAST_CHUNK)
 
     def _begin(self, status: int, headers: Headers) -> None:
@@ -248,6 +258,8 @@ class HttpConnection(asyncio.Protocol):
         self._watcher: Callable[[], None] | None = None
         self._closing = False  # close once the active request is answered
         self._pending_error: bytes | None = None  # answered once the active request is
+        self._upgrade_body = 0  # body bytes of an upgrade request still to read
+        self._last_read = False  # a request that closes the connection has been read
 
     # -- transport events --
 
@@ -284,14 +296,17 @@ class HttpConnection(asyncio.Protocol):
                 drained.set_result(None)
 
     def data_received(self, data: bytes) -> None:
+        if self._upgrade_body:
+            self._read_upgrade_body(data)
+            return
         if self.phase is Phase.HEAD:
             self._head_bytes += len(data)
         elif self.phase is Phase.BODY:
             self.since = time.monotonic()  # the body made progress
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._upgrade_requested()
+        except httptools.HttpParserUpgrade as upgrade:
+            self._upgrade_requested(data[upgrade.args[0] :] if upgrade.args else b"")
         except (httptools.HttpParserError, httptools.HttpParserCallbackError) as exc:
             self._parse_failed(exc)
             return
@@ -301,7 +316,12 @@ class HttpConnection(asyncio.Protocol):
             self._parse_failed(None)
             return
         reading = self._reading
-        if reading is not None and self.phase is Phase.BODY and self._active is None:
+        if (
+            reading is not None
+            and self.phase is Phase.BODY
+            and self._active is None
+            and not self._last_read
+        ):
             self._start(reading)  # its body is on its way: the handler reads it as it comes
 
     # -- parser callbacks --
@@ -320,10 +340,19 @@ class HttpConnection(asyncio.Protocol):
         self._count(len(url), 0)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value), 1)
+        # Counted inline: this runs for every header line of every request.
+        self._head_bytes += len(name) + len(value)
+        self._header_count += 1
+        limits = self.limits
+        if self._head_bytes > limits.max_head_bytes or self._header_count > limits.max_headers:
+            self._head_too_large = True
+            raise _HeadTooLarge
         cycle = self._reading
         if cycle is not None:
-            cycle.headers.append((name.lower(), value))
+            name = name.lower()
+            if name == b"expect" and value.lower() == b"100-continue":
+                cycle.expects_continue = True
+            cycle.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         cycle = self._reading
@@ -337,9 +366,12 @@ class HttpConnection(asyncio.Protocol):
         cycle.path = unquote(path) if "%" in path else path
         cycle.query = url.query or b""
         cycle.close_after = not parser.should_keep_alive() or self.server.closing
-        for name, value in cycle.headers:
-            if name == b"expect" and value.lower() == b"100-continue":
-                cycle.expects_continue = True
+        if parser.should_upgrade():
+            # Nothing here speaks another protocol: the request is answered as HTTP/1.1,
+            # then the connection closes. The parser hands over at the end of the head,
+            # so a body it declares is read here.
+            cycle.close_after = True
+            self._upgrade_body = _declared_length(cycle.headers)
         self.phase = Phase.BODY
         self.since = time.monotonic()
 
@@ -349,12 +381,18 @@ class HttpConnection(asyncio.Protocol):
             cycle.add_body(body, self.server.max_body_bytes)
 
     def on_message_complete(self) -> None:
+        if self._upgrade_body:
+            return  # the body of an upgrade request comes after the parser stopped
         cycle = self._reading
         self._reading = None
         self.phase = Phase.IDLE
         self.since = time.monotonic()
-        if cycle is None:
-            return
+        if cycle is None or self._last_read:
+            return  # nothing after a request that closes the connection is answered
+        if cycle.close_after:
+            # Reading goes on (a client that leaves must still be noticed); what follows
+            # is parsed and dropped.
+            self._last_read = True
         cycle.body_arrived()
         if cycle is self._active:
             return  # started while its body was on its way
@@ -376,8 +414,16 @@ class HttpConnection(asyncio.Protocol):
     # -- answering --
 
     def _start(self, cycle: Cycle) -> None:
+        """Runs the request's handler at once, up to its first wait. A request the engine
+        answers without waiting (no latency) is answered here, with no task at all; one
+        that waits goes on in a task from where it stopped."""
         self._active = cycle
-        self.loop.create_task(self._serve(cycle))
+        coroutine = self._serve(cycle)
+        try:
+            awaited = coroutine.send(None)
+        except StopIteration:
+            return
+        _continue_later(self.loop, coroutine, awaited)
 
     async def _serve(self, cycle: Cycle) -> None:
         try:
@@ -397,7 +443,7 @@ class HttpConnection(asyncio.Protocol):
         self._active = None
         self._watcher = None
         self.served += 1
-        if access_log.isEnabledFor(logging.INFO):
+        if self.server.log_access:
             self._log_access(cycle)
         if not self.open:
             return
@@ -450,6 +496,16 @@ class HttpConnection(asyncio.Protocol):
             return self._drain()
         return READY
 
+    def write_plain(self, data: bytes) -> Awaitable[None]:
+        """A piece of a streamed body with no framing (an HTTP/1.0 client's)."""
+        if not self.open:
+            return READY
+        if data:
+            cast(asyncio.Transport, self.transport).write(data)
+        if self._write_paused:
+            return self._drain()
+        return READY
+
     def write_discarding(self, data: bytes) -> Awaitable[None]:
         return READY  # a HEAD request's stream: the body is not sent
 
@@ -496,10 +552,13 @@ class HttpConnection(asyncio.Protocol):
         self.write(answer)
         self._close()
 
-    def _upgrade_requested(self) -> None:
+    def _upgrade_requested(self, rest: bytes) -> None:
         """A request asking to switch protocols is answered as plain HTTP/1.1 (nothing
         here speaks another), and the connection closes after it: what follows its head
-        belongs to a protocol that was never agreed."""
+        and body belongs to a protocol that was never agreed."""
+        if self._upgrade_body:
+            self._read_upgrade_body(rest)
+            return
         cycle = self._reading
         if cycle is not None:
             cycle.close_after = True
@@ -508,7 +567,24 @@ class HttpConnection(asyncio.Protocol):
             last = self._queue[-1] if self._queue else self._active
             if last is not None:
                 last.close_after = True
+            else:  # and it has been answered already
+                self._close()
         self._pause_reading()
+
+    def _read_upgrade_body(self, data: bytes) -> None:
+        cycle = self._reading
+        if cycle is None:
+            self._upgrade_body = 0
+            return
+        self.since = time.monotonic()
+        piece = data[: self._upgrade_body]
+        self._upgrade_body -= len(piece)
+        if piece:
+            cycle.add_body(piece, self.server.max_body_bytes)
+        if self._upgrade_body == 0:
+            self.on_message_complete()
+        elif self._active is None:
+            self._start(cycle)  # its handler reads the body as it comes
 
     def timed_out(self, now: float) -> bool:
         """Closes the connection if its current phase has lasted too long; True if so."""
@@ -543,8 +619,14 @@ class HttpConnection(asyncio.Protocol):
         return True
 
     def is_idle(self) -> bool:
-        """Whether closing it now would cut no request being answered."""
-        return self._active is None and not self._queue
+        """Whether closing it now would cut no answer: nothing is being answered, or the
+        request is still waiting for its body and nothing of its answer was written."""
+        if self._queue:
+            return False
+        active = self._active
+        return active is None or (
+            active is self._reading and self.phase is Phase.BODY and not active.responded
+        )
 
     def shutdown(self) -> None:
         """Closes now if nothing is being answered, else once the answer is written."""
@@ -568,3 +650,27 @@ class HttpConnection(asyncio.Protocol):
 
 def _nothing() -> None:
     return None
+
+
+def _declared_length(headers: Headers) -> int:
+    for name, value in headers:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else 0
+    return 0
+
+
+def _continue_later(
+    loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, None], awaited: object
+) -> None:
+    """Hands a coroutine that stopped at an await over to a task, as asyncio's own eager
+    tasks do: a future it waits on resumes it through the task once done (the task's first
+    step then finds it done); anything else (a bare yield) resumes it on the next turn."""
+    if isinstance(awaited, asyncio.Future) and awaited._asyncio_future_blocking:
+        awaited._asyncio_future_blocking = False
+
+        def resume(_: object) -> None:
+            loop.create_task(coroutine)
+
+        awaited.add_done_callback(resume)
+    else:
+        loop.create_task(coroutine)

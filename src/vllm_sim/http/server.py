@@ -17,7 +17,7 @@ import ssl
 import time
 from collections.abc import Callable
 
-from vllm_sim.http.connection import Application, HeadLimits, HttpConnection
+from vllm_sim.http.connection import Application, HeadLimits, HttpConnection, access_log
 from vllm_sim.http.wire import DateHeader
 
 log = logging.getLogger("vllm_sim.http")
@@ -62,6 +62,8 @@ class HttpServer:
             max_connections = max(16, raise_descriptor_limit() - _RESERVED_DESCRIPTORS)
         self.max_connections = max_connections
         self.shed = 0  # connections closed to make room for new ones
+        # Read once: the access log's level is set before the server starts.
+        self.log_access = access_log.isEnabledFor(logging.INFO)
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.TimerHandle | None = None
         self._all_closed: asyncio.Future[None] | None = None

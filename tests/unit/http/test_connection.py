@@ -114,7 +114,7 @@ class Harness:
         return HttpServer(handler, max_body, limits, max_connections=4)
 
     def feed(self, data: bytes) -> None:
-        self.conn.data_received(data)
+        self.loop.call_soon(self.conn.data_received, data)  # inside the loop, as uvloop does
         self.settle()
 
     def settle(self) -> None:
@@ -363,7 +363,8 @@ def test_a_lost_connection_tells_the_watcher_at_once(harness: Any) -> None:
 
     h = harness(watcher)
     h.feed(get("/"))
-    h.conn.connection_lost(None)
+    h.loop.call_soon(h.conn.connection_lost, None)
+    h.settle()
     assert told == ["gone"]
 
 
