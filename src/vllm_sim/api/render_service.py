@@ -11,6 +11,7 @@ mistake and is passed on as a 400 with the service's message.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -67,6 +68,11 @@ class RenderService:
 
     async def resolve(self, prompts: list[Prompt], calls: list[RenderCall | None]) -> None:
         """Replaces each prompt's ids (and features) by the service's answer to its call."""
+        if asyncio.current_task() is None:
+            # The HTTP server runs a handler eagerly, outside any task, until its first
+            # wait; the client's timeouts (anyio's cancel scopes) need one: this first wait
+            # moves the handler into its task.
+            await asyncio.sleep(0)
         for prompt, call in zip(prompts, calls, strict=True):
             if call is None:
                 continue

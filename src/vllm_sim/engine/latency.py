@@ -56,11 +56,17 @@ def sample_ms(rng: random.Random, mean_ns: int, std_ns: int) -> int:
 class LatencyModel:
     """Samples TTFT and inter-token delays for one engine (seconds, whole ms)."""
 
-    __slots__ = ("_rng", "_s")
+    __slots__ = ("_fixed_itl", "_rng", "_s")
 
     def __init__(self, settings: LatencySettings, rng: random.Random) -> None:
         self._s = settings
         self._rng = rng
+        # With no spread and no slow-down under load, every delay is the same: worked out
+        # once, not per token.
+        fixed = settings.itl_std // NS_PER_MS == 0 and (
+            settings.time_factor_under_load == 1.0 or settings.max_num_seqs <= 1
+        )
+        self._fixed_itl = settings.itl // NS_PER_MS / 1000 if fixed else None
 
     @property
     def settings(self) -> LatencySettings:
@@ -104,6 +110,9 @@ class LatencyModel:
         return sample_ms(self._rng, s.image, s.image_std) / 1000
 
     def inter_token_latency(self, running: int) -> float:
+        fixed = self._fixed_itl
+        if fixed is not None:
+            return fixed
         s = self._s
         if s.itl == 0:
             return 0.0

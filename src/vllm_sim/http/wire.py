@@ -79,11 +79,6 @@ def content_length(size: int) -> bytes:
 CHUNKED = b"transfer-encoding: chunked\r\n"
 
 
-def chunk(data: bytes) -> bytes:
-    """One piece of a chunked body (`data` must not be empty: that would end the body)."""
-    return b"%x\r\n%b\r\n" % (len(data), data)
-
-
 def protocol_error(status: int, message: str, date: bytes) -> bytes:
     """A complete answer, in the OpenAI error shape, to a request the server could not
     read; the connection is closed after it."""

@@ -253,3 +253,20 @@ def test_remote_prefill_per_token_std() -> None:
     values = {m.time_to_first_token(10, 0, True, running=1) for _ in range(300)}
     assert len(values) > 5
     assert min(values) >= 0.030 and max(values) <= 0.170
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"itl": 10 * MS},
+        {"itl": 10 * MS + 999_999},  # the sub-ms part dropped
+        {"itl": 7 * MS, "itl_std": 999_999},  # a spread under 1 ms has no effect
+        {"itl": 10 * MS, "time_factor_under_load": 3.0, "max_num_seqs": 1},
+    ],
+)
+def test_a_fixed_itl_is_the_sampled_one(settings: dict[str, int]) -> None:
+    """Without spread or load scaling the delay is worked out once: the same value the
+    sampler gives."""
+    expected = sample_ms(random.Random(0), settings["itl"], settings.get("itl_std", 0)) / 1000
+    m = model(**settings)
+    assert [m.inter_token_latency(running=r) for r in (1, 50)] == [expected, expected]
