@@ -165,14 +165,8 @@ class Cycle:
         if response.content_type:
             framing += b"content-type: " + response.content_type + wire.CRLF
         self._begin(response.status, response.headers)
-        head = wire.head(
-            response.status,
-            conn.server.date.line(),
-            response.headers,
-            extra,
-            framing,
-            self.close_after and not _names_connection(response.headers),
-        )
+        close = self.close_after and not _names_connection(response.headers)
+        head = self._head(response.status, response.headers, extra, framing, close)
         if self.method == "HEAD":
             conn.write(head)
         elif size <= _JOIN_LIMIT:
@@ -192,15 +186,7 @@ class Cycle:
         framing = b"content-type: " + response.content_type + wire.CRLF + _NO_CACHE
         if chunked:
             framing += wire.CHUNKED
-        head = wire.head(
-            response.status,
-            conn.server.date.line(),
-            response.headers,
-            extra,
-            framing,
-            self.close_after,
-        )
-        conn.write(head)
+        conn.write(self._head(response.status, response.headers, extra, framing, self.close_after))
         if self.method == "HEAD":
             write = conn.write_discarding
         else:
@@ -211,6 +197,11 @@ class Cycle:
             log.exception("stream failed")
         if self.method != "HEAD" and chunked:
             conn.write(wire.LAST_CHUNK)
+
+    def _head(
+        self, status: int, headers: Headers, extra: Headers, framing: bytes, close: bool
+    ) -> bytes:
+        return wire.head(status, self._conn.server.date.line(), headers, extra, framing, close)
 
     def _begin(self, status: int, headers: Headers) -> None:
         if self.responded:
