@@ -2,10 +2,11 @@
 closes them gracefully.
 
 Every connection holds a file descriptor. Past a ceiling derived from the process's limit
-(raised to its hard limit at start-up), a new connection takes the place of the one that
-has waited longest without a request being answered (an idle keep-alive connection, or one
-still sending its request head), so clients that open connections and send nothing cannot
-lock everyone else out.
+(raised to its hard limit at start-up), a new connection takes the place of the oldest one
+with no answer being written (an idle keep-alive connection, or one still sending its
+request), so clients that open connections and send nothing cannot lock everyone else out.
+Connections are kept in the order they opened, so that one is found by walking from the
+oldest, without sorting them all on every accept.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class HttpServer:
         self.date = DateHeader()
         self.port = 0
         self.closing = False  # new requests are told the connection closes after them
-        self.connections: set[HttpConnection] = set()
+        # In the order they opened (a dict keeps insertion order): the oldest first.
+        self.connections: dict[HttpConnection, None] = {}
         if max_connections is None:
             max_connections = max(16, raise_descriptor_limit() - _RESERVED_DESCRIPTORS)
         self.max_connections = max_connections
@@ -96,28 +98,29 @@ class HttpServer:
     # -- told by connections --
 
     def connection_opened(self, conn: HttpConnection) -> None:
-        self.connections.add(conn)
+        self.connections[conn] = None
         if len(self.connections) > self.max_connections:
             self._make_room(conn)
 
     def connection_closed(self, conn: HttpConnection) -> None:
-        self.connections.discard(conn)
+        self.connections.pop(conn, None)
         waiter = self._all_closed
         if waiter is not None and not self.connections and not waiter.done():
             waiter.set_result(None)
 
     def _make_room(self, newcomer: HttpConnection) -> None:
-        waiting = [c for c in self.connections if c is not newcomer and c.is_idle() and c.open]
-        if waiting:
-            oldest = min(waiting, key=lambda c: c.since)
+        oldest = next(
+            (c for c in self.connections if c is not newcomer and c.open and c.is_idle()), None
+        )
+        if oldest is not None:
             oldest.abort()
-            self.connections.discard(oldest)
+            self.connections.pop(oldest, None)
             self.shed += 1
             return
         # Every held connection carries a request being answered: the newcomer waits
         # for none of them.
         newcomer.abort()
-        self.connections.discard(newcomer)
+        self.connections.pop(newcomer, None)
         self.shed += 1
         if self.shed == 1 or self.shed % 1000 == 0:
             log.warning(

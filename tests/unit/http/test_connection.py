@@ -368,13 +368,20 @@ def test_a_lost_connection_tells_the_watcher_at_once(harness: Any) -> None:
     assert told == ["gone"]
 
 
-def test_over_the_cap_the_longest_waiting_idle_connection_makes_room(harness: Any) -> None:
-    h = harness()  # its server holds at most 4 connections
-    extra = []
+def test_over_the_cap_the_oldest_connection_with_nothing_answered_makes_room(
+    harness: Any,
+) -> None:
+    async def forever(cycle: Cycle) -> None:
+        await asyncio.Event().wait()
+
+    h = harness(forever)  # its server holds at most 4 connections
+    h.feed(get("/"))  # the oldest is busy answering: it is kept
+    others = []
     for _ in range(4):
         conn = HttpConnection(h.server)
         conn.connection_made(RecordingTransport())
-        extra.append(conn)
-    oldest = min([h.conn, *extra], key=lambda c: c.since)
-    assert oldest.transport is not None and oldest.transport.is_closing()
+        others.append(conn)
+    assert not h.transport.is_closing()
+    assert others[0].transport is not None and others[0].transport.is_closing()
+    assert not any(c.transport.is_closing() for c in others[1:])  # type: ignore[union-attr]
     assert len(h.server.connections) == 4 and h.server.shed == 1
