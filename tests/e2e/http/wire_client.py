@@ -9,7 +9,7 @@ import json
 import select
 import socket
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,6 +153,30 @@ def _reply(head: h11.Response, body: bytes, informational: Sequence[int] = ()) -
     return Reply(head.status_code, headers, body, tuple(informational))
 
 
+def read_reply(conn: h11.Connection, more: Callable[[], bytes] | None = None) -> Reply:
+    """The next whole answer on `conn`; `more` reads further bytes when h11 needs them (None:
+    everything has been received already)."""
+    informational: list[int] = []
+    head: h11.Response | None = None
+    body = b""
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA and more is not None:
+            conn.receive_data(more())
+        elif isinstance(event, h11.InformationalResponse):
+            informational.append(event.status_code)
+        elif isinstance(event, h11.Response):
+            head = event
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            break
+        else:
+            raise AssertionError(f"answer incomplete: {event!r}")
+    assert head is not None
+    return _reply(head, body, informational)
+
+
 def parse(data: bytes, methods: Sequence[str]) -> list[Reply]:
     """The answers in `data` to requests made with `methods`, in order (only HEAD changes
     how an answer is framed); nothing may follow the last one."""
@@ -164,23 +188,7 @@ def parse(data: bytes, methods: Sequence[str]) -> list[Reply]:
     for index, method in enumerate(methods):
         conn.send(h11.Request(method=method, target="/", headers=[("Host", "test")]))
         conn.send(h11.EndOfMessage())
-        informational: list[int] = []
-        head: h11.Response | None = None
-        body = b""
-        while True:
-            event = conn.next_event()
-            if isinstance(event, h11.InformationalResponse):
-                informational.append(event.status_code)
-            elif isinstance(event, h11.Response):
-                head = event
-            elif isinstance(event, h11.Data):
-                body += event.data
-            elif isinstance(event, h11.EndOfMessage):
-                break
-            else:
-                raise AssertionError(f"answer {index} ({method}) incomplete: {event!r}")
-        assert head is not None
-        replies.append(_reply(head, body, informational))
+        replies.append(read_reply(conn))
         if index + 1 < len(methods):
             assert conn.their_state is h11.DONE, f"answer {index} closes the connection"
             conn.start_next_cycle()
@@ -219,26 +227,10 @@ class Client:
         end = self.conn.send(h11.EndOfMessage())
         assert end is not None
         self.sock.sendall(out + end)
-        head: h11.Response | None = None
-        received = b""
-        while True:
-            event = self.conn.next_event()
-            if event is h11.NEED_DATA:
-                self.conn.receive_data(self.sock.recv(65536))
-            elif isinstance(event, h11.Response):
-                head = event
-            elif isinstance(event, h11.Data):
-                received += event.data
-            elif isinstance(event, h11.EndOfMessage):
-                break
-            elif isinstance(event, h11.InformationalResponse):
-                continue
-            else:
-                raise AssertionError(f"unexpected {event!r}")
-        assert head is not None
+        reply = read_reply(self.conn, lambda: self.sock.recv(65536))
         if self.conn.our_state is h11.DONE and self.conn.their_state is h11.DONE:
             self.conn.start_next_cycle()
-        return _reply(head, received)
+        return reply
 
     def close(self) -> None:
         self.sock.close()
