@@ -408,6 +408,8 @@ class HttpConnection(asyncio.Protocol):
         """Runs the request's handler at once, up to its first wait. A request the engine
         answers without waiting (no latency) is answered here, with no task at all; one
         that waits goes on in a task from where it stopped."""
+        if not self.open:
+            return  # read in the same buffer as a request whose answer closed the connection
         self._active = cycle
         coroutine = self._serve(cycle)
         try:

@@ -385,3 +385,17 @@ def test_over_the_cap_the_oldest_connection_with_nothing_answered_makes_room(
     assert others[0].transport is not None and others[0].transport.is_closing()
     assert not any(c.transport.is_closing() for c in others[1:])  # type: ignore[union-attr]
     assert len(h.server.connections) == 4 and h.server.shed == 1
+
+
+def test_nothing_read_after_an_answer_that_closed_the_connection_is_handled(
+    harness: Any,
+) -> None:
+    handled: list[str] = []
+
+    async def closing(cycle: Cycle) -> None:
+        handled.append(cycle.path)
+        cycle.respond(Response(413, b"{}", headers=[(b"connection", b"close")]), [])
+
+    h = harness(closing)
+    h.feed(get("/first") + get("/second"))  # one buffer: the second is parsed after the close
+    assert handled == ["/first"] and h.transport.closed
