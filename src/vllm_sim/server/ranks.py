@@ -8,6 +8,7 @@ first SIGTERM/SIGINT makes every rank drain, a second one makes them exit at onc
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -29,7 +30,11 @@ def _run_rank(main: RankMain, cfg: Config, port: int, rank: int) -> None:
     # A group of its own: a Ctrl-C or `timeout` signals the parent's group, and the parent
     # forwards it once; receiving it twice would skip the drain.
     os.setpgrp()
+    # The fork inherited the parent's forwarding handler. Here it would signal this rank's
+    # own group (its Process object has pid 0 in the child) over and over: until the
+    # server installs its own handlers, a stop simply ends the rank.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _stop_with_parent(os.getppid())
     sys.exit(main(cfg, port, rank))
 
@@ -56,8 +61,9 @@ def serve_ranks(cfg: Config, main: RankMain) -> int:
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         for process in ranks:
-            if process.pid is not None and process.is_alive():
-                os.kill(process.pid, signum)
+            if process.pid and process.is_alive():
+                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                    os.kill(process.pid, signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
