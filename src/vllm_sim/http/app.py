@@ -22,6 +22,7 @@ from vllm_sim.http.messages import (
     HttpRequest,
     Response,
     StreamingResponse,
+    declared_length,
     error_body,
     error_response,
     header_fields,
@@ -103,8 +104,7 @@ class App:
                 exchange.respond(preflight, _NONE)
                 return
         fields = header_fields(headers)
-        length = fields.get(b"content-length")
-        declared = int(length) if length is not None and length.isdigit() else 0
+        declared = declared_length(fields)
         response, inside = await self._serve(exchange, route, fields, declared)
         extra = self._cors.response_headers(fields.get(b"origin")) if inside else _NONE
         if isinstance(response, StreamingResponse):

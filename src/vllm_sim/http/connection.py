@@ -3,7 +3,7 @@
 Requests on a connection are answered one at a time in the order they came (pipelining);
 while one is being answered, at most one more is read ahead before reading pauses, so a
 client that pipelines without end costs one request's memory. What a request may hold is
-bounded before it is kept: its head by HeadLimits (431 past them), its body by the
+bounded before it is kept: its head by ConnectionLimits (431 past them), its body by the
 application's limit (413), and the time it may take to arrive by the server's timeouts
 (408). A client that stops reading pauses the streams written to it at the transport's
 high-water mark. A connection that closes aborts the request it carried at once.
@@ -30,6 +30,8 @@ from vllm_sim.http.messages import (
     Headers,
     Response,
     StreamingResponse,
+    declared_length,
+    header_fields,
 )
 
 if TYPE_CHECKING:
@@ -46,8 +48,8 @@ _JOIN_LIMIT = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
-class HeadLimits:
-    """What one request's head may hold, and how long each phase of a request may take."""
+class ConnectionLimits:
+    """What one request's head may hold, and how long each phase of a connection may take."""
 
     max_head_bytes: int = 64 * 1024  # request line and header lines together
     max_headers: int = 256
@@ -362,7 +364,7 @@ class HttpConnection(asyncio.Protocol):
             # then the connection closes. The parser hands over at the end of the head,
             # so a body it declares is read here.
             cycle.close_after = True
-            self._upgrade_body = _declared_length(cycle.headers)
+            self._upgrade_body = declared_length(header_fields(cycle.headers))
         self.phase = Phase.BODY
         self.since = time.monotonic()
 
@@ -643,13 +645,6 @@ class HttpConnection(asyncio.Protocol):
 
 def _nothing() -> None:
     return None
-
-
-def _declared_length(headers: Headers) -> int:
-    for name, value in headers:
-        if name == b"content-length":
-            return int(value) if value.isdigit() else 0
-    return 0
 
 
 def _continue_later(

@@ -22,6 +22,12 @@ def header_fields(headers: Headers) -> Fields:
     return dict(reversed(headers))
 
 
+def declared_length(fields: Fields) -> int:
+    """A request's Content-Length, 0 without one (the parser has refused a malformed one)."""
+    length = fields.get(b"content-length")
+    return int(length) if length is not None and length.isdigit() else 0
+
+
 BodyWriter = Callable[[bytes], Awaitable[None]]
 
 

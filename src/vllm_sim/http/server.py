@@ -18,7 +18,7 @@ import ssl
 import time
 from collections.abc import Callable
 
-from vllm_sim.http.connection import Application, HeadLimits, HttpConnection, access_log
+from vllm_sim.http.connection import Application, ConnectionLimits, HttpConnection, access_log
 from vllm_sim.http.wire import DateHeader
 
 log = logging.getLogger("vllm_sim.http")
@@ -48,12 +48,12 @@ class HttpServer:
         self,
         app: Application,
         max_body_bytes: int,
-        limits: HeadLimits | None = None,
+        limits: ConnectionLimits | None = None,
         max_connections: int | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
-        self.limits = limits or HeadLimits()
+        self.limits = limits or ConnectionLimits()
         self.loop = asyncio.get_running_loop()
         self.date = DateHeader()
         self.port = 0

@@ -15,7 +15,7 @@ from collections.abc import Generator
 import uvloop
 
 from vllm_sim.config.model import Config
-from vllm_sim.http.connection import ACCESS_LOG, HeadLimits
+from vllm_sim.http.connection import ACCESS_LOG, ConnectionLimits
 from vllm_sim.http.server import HttpServer
 from vllm_sim.server.build import Instance
 from vllm_sim.server.tls import TlsSetup
@@ -84,7 +84,7 @@ class SimulatorServer:
         self._stopped = asyncio.Event()
         cfg = instance.config
         read_timeout = cfg.request_read_timeout / 1e9
-        limits = HeadLimits(
+        limits = ConnectionLimits(
             head_timeout=read_timeout,
             body_timeout=read_timeout,
             keep_alive_timeout=cfg.http_timeout_keep_alive / 1e9,

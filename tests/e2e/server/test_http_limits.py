@@ -10,9 +10,9 @@ import socket
 import pytest
 
 from tests.support.server import SimServer
-from vllm_sim.http.connection import HeadLimits
+from vllm_sim.http.connection import ConnectionLimits
 
-LIMITS = HeadLimits()
+LIMITS = ConnectionLimits()
 
 
 def _exchange(sim: SimServer, head: bytes) -> bytes:

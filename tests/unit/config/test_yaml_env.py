@@ -292,3 +292,14 @@ def test_text_that_is_not_utf8_is_held_as_replacement_characters(tmp_path: Path)
     cfg = load("--config", path)
     assert (cfg.model, cfg.served_model_name) == ("a\ufffd", ("\ufffdx",))
     assert load("--model", "m", env={"POD_NAME": "p\udcff"}).pod_name == "p\ufffd"
+
+
+def test_http_timeouts() -> None:
+    """--request-read-timeout and vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE (whole seconds)."""
+    name = "VLLM_HTTP_TIMEOUT_KEEP_ALIVE"
+    cfg = load("--model", "m", "--request-read-timeout", "2s", env={name: "7"})
+    assert (cfg.request_read_timeout, cfg.http_timeout_keep_alive) == (2 * 10**9, 7 * 10**9)
+    assert load("--model", "m").http_timeout_keep_alive == 5 * 10**9
+    for bad in ("abc", "0", "1.5", "3601"):
+        assert name in load_error("--model", "m", env={name: bad})
+    assert "request read timeout" in load_error("--model", "m", "--request-read-timeout", "0")

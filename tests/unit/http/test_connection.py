@@ -12,7 +12,7 @@ from typing import Any
 import h11
 import pytest
 
-from vllm_sim.http.connection import Cycle, HeadLimits, HttpConnection, Phase
+from vllm_sim.http.connection import ConnectionLimits, Cycle, HttpConnection, Phase
 from vllm_sim.http.messages import READY, BodyTooLarge, Response, StreamingResponse
 from vllm_sim.http.server import HttpServer
 
@@ -101,7 +101,7 @@ def responses(data: bytes, head_request: bool = False) -> list[tuple[int, dict[s
 
 
 class Harness:
-    def __init__(self, handler: Handler, limits: HeadLimits, max_body: int) -> None:
+    def __init__(self, handler: Handler, limits: ConnectionLimits, max_body: int) -> None:
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
         self.server = self.loop.run_until_complete(self._server(handler, limits, max_body))
@@ -110,7 +110,7 @@ class Harness:
         self.conn.connection_made(self.transport)
 
     @staticmethod
-    async def _server(handler: Handler, limits: HeadLimits, max_body: int) -> HttpServer:
+    async def _server(handler: Handler, limits: ConnectionLimits, max_body: int) -> HttpServer:
         return HttpServer(handler, max_body, limits, max_connections=4)
 
     def feed(self, data: bytes) -> None:
@@ -139,7 +139,7 @@ def harness() -> Iterator[Callable[..., Harness]]:
     made: list[Harness] = []
 
     def make(handler: Handler = echo, max_body: int = 1000, **limits: float) -> Harness:
-        made.append(Harness(handler, HeadLimits(**limits), max_body))  # type: ignore[arg-type]
+        made.append(Harness(handler, ConnectionLimits(**limits), max_body))  # type: ignore[arg-type]
         return made[-1]
 
     yield make
