@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -167,17 +168,24 @@ def test_concurrent_updates_never_half_apply(admin: SimServer, client: httpx.Cli
         {"time-to-first-token": "300ms", "inter-token-latency": "60ms"},
     ]
     stop = threading.Event()
+    jitter = random.Random()
     admin_statuses: list[int] = []
     timings: list[tuple[float, float]] = []
     errors: list[BaseException] = []
 
     def toggle() -> None:
-        with httpx.Client(base_url=admin.url, timeout=30) as own:
-            i = 0
-            while not stop.is_set():
-                admin_statuses.append(own.post("/admin/config", json=configs[i % 2]).status_code)
-                i += 1
-                time.sleep(0.04)
+        try:
+            with httpx.Client(base_url=admin.url, timeout=30) as own:
+                i = 0
+                while not stop.is_set():
+                    response = own.post("/admin/config", json=configs[i % 2])
+                    admin_statuses.append(response.status_code)
+                    i += 1
+                    # A fixed period could lock in phase with the 600 ms B streams (a 50 ms
+                    # half-period divides it) and show every stream the same config.
+                    time.sleep(jitter.uniform(0.01, 0.07))
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
 
     def stream_requests() -> None:
         try:
