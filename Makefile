@@ -9,7 +9,7 @@ FUZZ_EXAMPLES ?= 10000
 FUZZ_REPORT ?=
 CONFORMANCE_ARGS ?=
 
-.PHONY: run test lint typecheck unit fuzz bench install dev clean docs conformance
+.PHONY: run test lint typecheck unit fuzz bench install dev clean docs conformance image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,13 @@ conformance: dev
 
 bench: dev
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# The container image (Dockerfile) with docker or podman; CONTAINER_ENGINE=... picks one.
+CONTAINER_ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
+IMAGE ?= vllm-sim:dev
+image:
+	@test -n "$(CONTAINER_ENGINE)" || { echo "make image: no docker or podman found" >&2; exit 1; }
+	$(CONTAINER_ENGINE) build -t $(IMAGE) .
 
 docs: install
 	$(BIN)/python -m vllm_sim.config.reference > docs/flags.md

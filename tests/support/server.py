@@ -38,12 +38,16 @@ class SimServer:
         https: bool = False,
         host: str = "127.0.0.1",
         fd_limit: int | None = None,
+        command: Sequence[str] | None = None,
     ) -> None:
         self.port = port or free_port()
         self.host = host  # where the tests reach it (give --host in `args` to bind elsewhere)
         self.scheme = "https" if https else "http"
         self.model = model
         self.args = ["--model", model, "--port", str(self.port), "--seed", "42", *args]
+        # A whole command line run as given (a container's entrypoint and arguments, say)
+        # instead of `python -m vllm_sim ARGS`; it must serve on `port`.
+        self.command = list(command) if command is not None else None
         # A key in the developer's own environment must not lock the tests out.
         inherited = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
         self.env = {**inherited, **(env or {})}
@@ -65,7 +69,7 @@ class SimServer:
         # Output goes to a file, not a pipe: a pipe nobody reads fills up and blocks the server.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 -- lives as long as the server
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "vllm_sim", *self.args],
+            self.command or [sys.executable, "-m", "vllm_sim", *self.args],
             env=self.env,
             stdout=self.log,
             stderr=self.log,
