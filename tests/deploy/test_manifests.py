@@ -16,6 +16,7 @@ import yaml
 
 from tests.deploy.kube import (
     CONFIG_MOUNT,
+    KUBERNETES,
     Manifest,
     kustomizations,
     mounted_config,
@@ -164,3 +165,15 @@ def test_kv_events_go_to_the_listener_service() -> None:
     listener = next(s for s in of_kind(objects, "Service") if "listener" in s["metadata"]["name"])
     port = listener["spec"]["ports"][0]["port"]
     assert config["zmq-endpoint"] == f"tcp://{listener['metadata']['name']}:{port}"
+
+
+def test_the_inference_pool_example_selects_the_fleet() -> None:
+    pool = yaml.safe_load((KUBERNETES / "examples" / "inferencepool.yaml").read_text())
+    assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
+    objects = render(next(p for p in BUILDS if name_of(p) == "overlays/fleet"))
+    (deployment,) = of_kind(objects, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pool["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    (container,) = simulator_containers(deployment)
+    ports = {p["containerPort"] for p in container["ports"]}
+    assert {p["number"] for p in pool["spec"]["targetPorts"]} <= ports
