@@ -26,6 +26,8 @@ from tests.support.virtual_time import LoopClockScheduler, run_virtual, virtual_
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import EngineLimits
 from vllm_sim.engine.finish import Finish
+from vllm_sim.engine.kvcache.cache import BlockCache
+from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.sequence import Sequence
@@ -134,6 +136,64 @@ def ci_latency_ms(run: LatencyRun) -> float:
     return run_virtual(run_batch(engine, 8, 32)) * 1000
 
 
+@dataclass(frozen=True, slots=True)
+class OpenLoopRun:
+    """Real vLLM under a constant request rate, below saturation (the BLIS team's
+    sim-to-real validation runs: Llama-3.1-8B TP1 on one H100, max-num-batched-tokens 2048,
+    a 100-token shared system prompt, ~575 prompt and 248 output tokens)."""
+
+    label: str
+    rate: float
+    ttft_ms: float
+    itl_ms: float  # (E2E - TTFT) / (output tokens - 1), from the published means
+
+
+OPEN_LOOP = (
+    OpenLoopRun("8 req/s", 8.0, 25.23, (1892.7 - 25.23) / 247),
+    OpenLoopRun("20 req/s", 20.0, 29.87, (2278.1 - 29.87) / 247),
+)
+SHARED_PREFIX, PROMPT_TOKENS, OUTPUT_TOKENS = 100, 575, 248
+
+
+async def open_loop(engine: StepEngine, rate: float, seconds: float) -> tuple[float, float]:
+    """(mean TTFT, mean ITL) in seconds of requests arriving every 1/rate seconds."""
+    prefix = [next(_prompt_ids) for _ in range(SHARED_PREFIX)]
+    streams = []
+    start = virtual_now()
+    for i in range(int(rate * seconds)):
+        await asyncio.sleep(max(start + i / rate - virtual_now(), 0.0))
+        unique = [next(_prompt_ids) for _ in range(PROMPT_TOKENS - SHARED_PREFIX)]
+        request = GenerationRequest(f"open-{i}", "m", [Prompt(prefix + unique)])
+        streams.append(engine.submit(request))
+    await asyncio.gather(*(stream.wait_done() for stream in streams))
+    seqs = [stream.sequences[0] for stream in streams]
+    ttfts = [seq.t_first_token - seq.t_submitted for seq in seqs if seq.t_first_token]
+    itls = [
+        (seq.t_last_token - seq.t_first_token) / (seq.emitted - 1)
+        for seq in seqs
+        if seq.t_first_token is not None and seq.emitted > 1
+    ]
+    return sum(ttfts) / len(ttfts), sum(itls) / len(itls)
+
+
+def open_loop_ms(run: OpenLoopRun, seconds: float) -> tuple[float, float]:
+    shape = preset_for(LLAMA_8B)
+    assert shape is not None
+    model = RooflineModel(shape, gpu_spec("H100"))
+    engine = StepEngine(
+        EngineLimits(1024, 100_000, 100_000),
+        LatencySettings(max_num_seqs=1024),
+        ExactLength(OUTPUT_TOKENS),
+        random.Random(0),
+        model,
+        2048,
+        scheduler=LoopClockScheduler(),
+        kv=KvCacheManager(BlockCache(model.num_gpu_blocks(16, 0.9), 16), "", 0.0),
+    )
+    ttft, itl = run_virtual(open_loop(engine, run.rate, seconds))
+    return ttft * 1000, itl * 1000
+
+
 def loop_cost(sequences: int, tokens: int) -> tuple[float, float, int]:
     """(real seconds of CPU per step, simulated seconds per step, steps) with `sequences`
     decoding together."""
@@ -153,19 +213,39 @@ def run(opts: Options) -> BenchReport:
     rtx = RooflineModel(shape, gpu_spec("RTX-PRO-6000"))
     for point in RTX_PRO_STEPS:
         rep.figures.append(
-            Figure(NAME, f"step {point.label} ms", step_point_ms(rtx, point),
-                   point.measured_ms, higher_is_better=False)  # fmt: skip
+            Figure(
+                NAME,
+                f"step {point.label} ms",
+                step_point_ms(rtx, point),
+                point.measured_ms,
+                higher_is_better=False,
+            )
         )
     for latency in CI_LATENCY:
         label = f"CI latency {latency.model.split('/')[-1]} TP{latency.tensor_parallel}"
         rep.figures.append(
-            Figure(NAME, f"{label} {latency.gpu} ms", ci_latency_ms(latency),
-                   latency.measured_ms, higher_is_better=False)  # fmt: skip
+            Figure(
+                NAME,
+                f"{label} {latency.gpu} ms",
+                ci_latency_ms(latency),
+                latency.measured_ms,
+                higher_is_better=False,
+            )
         )
+    for loop_run in OPEN_LOOP:
+        ttft, itl = open_loop_ms(loop_run, 20.0 if opts.quick else 60.0)
+        label = f"open loop 8B H100 {loop_run.label}"
+        rep.figures.append(Figure(NAME, f"{label} mean TTFT ms", ttft, loop_run.ttft_ms, False))
+        rep.figures.append(Figure(NAME, f"{label} mean ITL ms", itl, loop_run.itl_ms, False))
     per_step, simulated, steps = loop_cost(1000, 40 if opts.quick else 200)
     rep.figures.append(
-        Figure(NAME, "step loop CPU per step, 1000 seqs (ms)", per_step * 1000,
-               simulated * 1000, higher_is_better=False)  # fmt: skip
+        Figure(
+            NAME,
+            "step loop CPU per step, 1000 seqs (ms)",
+            per_step * 1000,
+            simulated * 1000,
+            higher_is_better=False,
+        )
     )
     rep.problems += [] if steps else ["the step loop ran no step"]
     return rep

@@ -321,7 +321,8 @@ def _gpu_spec_file_error(path: Any, cfg: Config) -> str | None:
 
 
 GPU_SPEC_FILE = Rule(
-    "empty, or a readable JSON or YAML file of GPU figures", "invalid gpu-spec-file",
+    "empty, or a readable JSON or YAML file of GPU figures",
+    "invalid gpu-spec-file",
     _gpu_spec_file_error,
 )
 
@@ -335,14 +336,17 @@ def _timing_table_error(path: Any, cfg: Config) -> str | None:
 
 
 TIMING_TABLE = Rule(
-    "required by --timing-model table; an existing file", "invalid timing-table",
+    "required by --timing-model table; an existing file",
+    "invalid timing-table",
     _timing_table_error,
 )
 
 OPTIONAL_BLOCKS = Rule(
     "none, or 1-100000000",
     "num-gpu-blocks-override must be between 1 and 100000000",
-    lambda v, _: None
-    if v is None or 1 <= v <= 100_000_000
-    else "num-gpu-blocks-override must be between 1 and 100000000",
+    lambda v, _: (
+        None
+        if v is None or 1 <= v <= 100_000_000
+        else "num-gpu-blocks-override must be between 1 and 100000000"
+    ),
 )

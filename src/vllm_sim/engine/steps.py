@@ -30,7 +30,7 @@ from vllm_sim.engine.core import Engine, EngineLimits
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.observer import EngineObserver
-from vllm_sim.engine.sequence import RequestStream, Sequence, SeqState
+from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 from vllm_sim.perf import StepLoad, StepTimeModel
 
 

@@ -25,8 +25,8 @@ from vllm_sim.engine.core import Engine
 from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.events import KvEventPublisher, offset_endpoint, topic_for
 from vllm_sim.engine.kvcache.manager import KvCacheManager
-from vllm_sim.engine.steps import StepEngine
 from vllm_sim.engine.settings import latency_from_config, limits_from_config, synthesis_settings
+from vllm_sim.engine.steps import StepEngine
 from vllm_sim.engine.tokenizer import SimulatedTokenizer, Tokenizer
 from vllm_sim.http.app import App
 from vllm_sim.http.cors import Cors, CorsPolicy

@@ -91,6 +91,5 @@ def test_a_model_without_a_shape_does_not_start() -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith(
-        "vllm-sim: invalid configuration: --timing-model roofline needs the model's "
-        "config.json"
+        "vllm-sim: invalid configuration: --timing-model roofline needs the model's config.json"
     )

@@ -55,19 +55,25 @@ def test_gpu_names_are_matched_loosely() -> None:
 @pytest.mark.parametrize(
     ("argv", "error"),
     [
-        (["--timing-model", "exact"], "unknown timing-model exact, supported models are: "
-         "constant, roofline and table"),
-        (["--gpu", "Z100"], "unknown GPU 'Z100'; known: H100, H200, A100-80GB, L4, L40S, "
-         "RTX-PRO-6000"),
-        (["--timing-model", "table"], "--timing-model table needs --timing-table, a CSV or NPZ "
-         "file of step times"),
-        (["--timing-table", "/no/such/table.csv"], "timing-table /no/such/table.csv is not a "
-         "file"),
+        (
+            ["--timing-model", "exact"],
+            "unknown timing-model exact, supported models are: constant, roofline and table",
+        ),
+        (
+            ["--gpu", "Z100"],
+            "unknown GPU 'Z100'; known: H100, H200, A100-80GB, L4, L40S, RTX-PRO-6000",
+        ),
+        (
+            ["--timing-model", "table"],
+            "--timing-model table needs --timing-table, a CSV or NPZ file of step times",
+        ),
+        (["--timing-table", "/no/such/table.csv"], "timing-table /no/such/table.csv is not a file"),
         (["--tensor-parallel-size", "0"], "tensor parallel size must be between 1 and 64"),
-        (["--gpu-memory-utilization", "1.5"], "gpu-memory-utilization must be between 0.01 "
-         "and 1"),
-        (["--num-gpu-blocks-override", "0"], "num-gpu-blocks-override must be between 1 and "
-         "100000000"),
+        (["--gpu-memory-utilization", "1.5"], "gpu-memory-utilization must be between 0.01 and 1"),
+        (
+            ["--num-gpu-blocks-override", "0"],
+            "num-gpu-blocks-override must be between 1 and 100000000",
+        ),
     ],
 )
 def test_bad_settings_are_one_line_errors(argv: list[str], error: str) -> None:

@@ -7,13 +7,14 @@ sequence) makes every expected time a sum the test can write down.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 
 import pytest
 
 from tests.support.virtual_time import LoopClockScheduler, virtual_now
 from tests.unit.engine.test_core import FixedContent, request, run
-from tests.unit.engine.test_kv_accounting import Preemptions, own
+from tests.unit.engine.test_kv_accounting import own
 from vllm_sim.engine.core import EngineLimits
 from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.kvcache.cache import BlockCache
@@ -145,7 +146,7 @@ def test_a_long_prefill_slows_the_running_streams() -> None:
         await engine_sleep(0.1)  # decoding alone by now
         engine.submit(request(prompt_tokens=6000))
         times = await watch
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         assert min(gaps) == pytest.approx(decode_step(1))
         # While the long prompt prefills, each step carries a chunk of ~2047 tokens.
         assert max(gaps) == pytest.approx(STEP + PER_TOKEN * 2048)

@@ -124,5 +124,5 @@ def test_a_malformed_table_is_refused(tmp_path: Path) -> None:
     table = tmp_path / "steps.csv"
     table.write_text("tokens,ms\n1,2\n")
     cfg = load("--model", "m", "--timing-model", "table", "--timing-table", str(table))
-    with pytest.raises(ConfigError, match="^timing-table: "):
+    with pytest.raises(ConfigError, match=r"^timing-table: "):
         step_timing(cfg, {})

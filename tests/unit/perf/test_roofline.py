@@ -8,7 +8,7 @@ from itertools import pairwise
 
 import pytest
 
-from vllm_sim.engine.perf import (
+from vllm_sim.perf import (
     GPUS,
     PRESETS,
     ModelShape,
@@ -18,7 +18,7 @@ from vllm_sim.engine.perf import (
     dtype_bytes,
     gpu_spec,
 )
-from vllm_sim.engine.perf.roofline import DEFAULT_ACTIVATION_RESERVE_BYTES
+from vllm_sim.perf.roofline import DEFAULT_ACTIVATION_RESERVE_BYTES
 
 LLAMA_8B = PRESETS["meta-llama/Llama-3.1-8B-Instruct"]
 LLAMA_70B = PRESETS["meta-llama/Llama-3.1-70B-Instruct"]

@@ -34,7 +34,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Final
 
-from vllm_sim.engine.perf.roofline import StepLoad
+from vllm_sim.perf.roofline import StepLoad
 
 # A non-empty step takes at least this long, so tokens of successive steps never share a
 # timestamp even where a table extrapolates to nothing.

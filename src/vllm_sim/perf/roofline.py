@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
-from vllm_sim.engine.perf.gpus import GpuSpec
-from vllm_sim.engine.perf.shape import ModelShape
+from vllm_sim.perf.gpus import GpuSpec
+from vllm_sim.perf.shape import ModelShape
 
 ComputeDtype = Literal["bf16", "fp8"]
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Final
-
-from vllm_sim.config.model_files import read_json
 
 # Architectures whose MLP is two matrices (up, down) rather than three (gate, up, down).
 # Everything else in vLLM's Llama/Qwen/Mistral/Gemma lineage is gated, whatever its
@@ -154,17 +151,6 @@ class ModelShape:
             shared_expert_intermediate=shared,
             name=name,
         )
-
-    @classmethod
-    def from_config_file(cls, path: Path, name: str = "") -> ModelShape:
-        """The shape in the `config.json` at `path`; ValueError when it is absent,
-        unreadable or incomplete."""
-        config = read_json(path)
-        if config is None:
-            raise ValueError(f"{path}: no such file")
-        if not isinstance(config, Mapping):
-            raise ValueError(f"{path}: not a JSON object")
-        return cls.from_config(config, name=name or str(path))
 
     def _mlp_params(self, experts: int) -> int:
         """Params of one layer's feed-forward part with `experts` routed experts

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_sim.engine.perf import GPUS, GpuSpec, gpu_spec, load_gpu_overrides
+from vllm_sim.perf import GPUS, GpuSpec, gpu_spec, load_gpu_overrides
 
 
 @pytest.mark.parametrize(

@@ -6,16 +6,16 @@ duration: RooflineModel (closed form, from config.json and a datasheet) or Table
 (interpolated from measured timings).
 """
 
-from vllm_sim.engine.perf.gpus import GPUS, GpuSpec, gpu_spec, load_gpu_overrides
-from vllm_sim.engine.perf.roofline import (
+from vllm_sim.perf.gpus import GPUS, GpuSpec, gpu_spec, load_gpu_overrides
+from vllm_sim.perf.roofline import (
     ComputeDtype,
     RooflineModel,
     StepLoad,
     StepTimeModel,
     dtype_bytes,
 )
-from vllm_sim.engine.perf.shape import PRESETS, ModelShape, preset_for
-from vllm_sim.engine.perf.table import TableModel
+from vllm_sim.perf.shape import PRESETS, ModelShape, preset_for
+from vllm_sim.perf.table import TableModel
 
 __all__ = [
     "GPUS",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_sim.engine.perf import StepLoad, StepTimeModel, TableModel
+from vllm_sim.perf import StepLoad, StepTimeModel, TableModel
 
 CSV_ROWS = """prefill_tokens,decode_batch,context,ms
 256,0,0,20

@@ -3,13 +3,11 @@ presets, multimodal and MoE configs, and the errors of incomplete ones."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from vllm_sim.engine.perf import PRESETS, ModelShape, preset_for
+from vllm_sim.perf import PRESETS, ModelShape, preset_for
 
 KIB = 1024
 
@@ -260,19 +258,3 @@ def test_an_inconsistent_shape_is_refused() -> None:
         )
     with pytest.raises(ValueError, match="layers"):
         ModelShape(0, 64, 4, 4, 16, 128, 100, False)
-
-
-def test_from_config_file(tmp_path: Path) -> None:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(LLAMA_31_8B), encoding="utf-8")
-    assert (
-        ModelShape.from_config_file(path).params() == ModelShape.from_config(LLAMA_31_8B).params()
-    )
-    with pytest.raises(ValueError, match="no such file"):
-        ModelShape.from_config_file(tmp_path / "absent.json")
-    path.write_text("[1, 2]", encoding="utf-8")
-    with pytest.raises(ValueError, match="not a JSON object"):
-        ModelShape.from_config_file(path)
-    path.write_text("{", encoding="utf-8")
-    with pytest.raises(ValueError, match="cannot be read"):
-        ModelShape.from_config_file(path)
