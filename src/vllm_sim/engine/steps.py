@@ -95,9 +95,18 @@ class StepEngine(Engine):
         # A prompt found whole in the prefix cache still computes its last token, as in
         # vLLM, so that there is a step to sample the first output token from.
         seq.computed = min(seq.cached_tokens, max(seq.prompt_tokens - 1, 0))
+        seq.deadline = 0.0
+        if seq.request.do_remote_prefill:
+            # P/D decode: the prompt's KV comes from the prefill node (the configured KV
+            # transfer time); the sequence joins the batch once it has arrived.
+            transfer = seq.latency.time_to_first_token(
+                seq.prompt_tokens, seq.cached_tokens, True, self.load()
+            )
+            seq.deadline = now + transfer
 
     def _recompute(self, seq: Sequence, computed: int, cached: int, now: float) -> None:
         seq.computed = min(cached, max(computed - 1, 0))
+        seq.deadline = 0.0
 
     # ------------------------------------------------------------- the step loop
     def _begin_step(self) -> None:
@@ -114,7 +123,8 @@ class StepEngine(Engine):
         finally:
             self._stepping = False
         if not step.work:
-            return  # idle: the next submit starts a step
+            self._wait_for_transfers()  # or idle: the next submit starts a step
+            return
         step.ends = now + self.step_model.step_seconds(load)
         self._step = step
         self._step_timer = self._scheduler.call_at(step.ends, self._end_step)
@@ -124,8 +134,8 @@ class StepEngine(Engine):
         for seq in list(self._running.values()):
             if budget <= 0:
                 break
-            if seq.state is not SeqState.RUNNING:
-                continue  # preempted by a decode scheduled before it
+            if seq.state is not SeqState.RUNNING or seq.deadline > now:
+                continue  # preempted by a decode scheduled before it, or its KV is on the way
             if _decoding(seq):
                 if seq.emitted >= seq.kv_limit and not self._grow(seq, seq.emitted, now):
                     continue  # preempted, or ended at what the cache holds
@@ -147,8 +157,15 @@ class StepEngine(Engine):
                 break
             self.num_waiting -= 1
             self._start(seq)
-            if seq.state is SeqState.RUNNING:  # not refused by a cache-hit threshold, nor failed
+            # Not refused by a cache-hit threshold, nor failed, nor waiting for its KV.
+            if seq.state is SeqState.RUNNING and seq.deadline <= step.started:
                 budget -= self._schedule_chunk(step, load, seq, budget)
+
+    def _wait_for_transfers(self) -> None:
+        """With nothing to compute but KV on its way, the next step starts when it lands."""
+        pending = [seq.deadline for seq in self._running.values() if seq.deadline > 0.0]
+        if pending and self._kick is None:
+            self._kick = self._scheduler.call_at(min(pending), self._kicked)
 
     @staticmethod
     def _schedule_chunk(step: _Step, load: StepLoad, seq: Sequence, budget: int) -> int:

@@ -237,3 +237,25 @@ def test_an_idle_engine_schedules_no_step() -> None:
 
 async def engine_sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
+
+
+def test_a_pd_decode_request_waits_for_its_kv_transfer() -> None:
+    async def scenario() -> None:
+        model = LinearModel()
+        engine = StepEngine(
+            EngineLimits(8, 1000, 100_000, block_size=4),
+            LatencySettings(max_num_seqs=8, kv_transfer=50 * 1_000_000),
+            FixedContent(2),
+            random.Random(1),
+            model,
+            2048,
+            scheduler=LoopClockScheduler(),
+        )
+        req = request(prompt_tokens=100)
+        req.do_remote_prefill = True
+        times = await token_times(engine.submit(req))
+        # 50 ms of transfer, then a step computing what the transfer did not bring.
+        assert times[0] >= 0.050 + STEP
+        assert model.loads[0].prefill_tokens < 100
+
+    run(scenario)
