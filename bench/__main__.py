@@ -10,7 +10,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench import knee, kv, report, startup, streaming, throughput, timing, tokenizer
+from bench import (
+    fidelity,
+    knee,
+    kv,
+    report,
+    startup,
+    streaming,
+    throughput,
+    timing,
+    tokenizer,
+)
 from bench.cpu import CLIENT_CPU, SERVER_CPU, can_pin
 from bench.load import LoadError
 from bench.options import Options
@@ -32,6 +42,7 @@ BENCHMARKS = {
     kv.NAME: Benchmark(kv.run, kv.show),
     tokenizer.NAME: Benchmark(tokenizer.run, tokenizer.show),
     knee.NAME: Benchmark(knee.run, knee.show),
+    fidelity.NAME: Benchmark(fidelity.run, fidelity.show),
 }
 
 

@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from vllm_sim.config import Config, ConfigError, HelpRequested, load_startup
 
@@ -69,9 +70,11 @@ def serve_rank(cfg: Config, port: int, rank: int, notes: Sequence[Note] = ()) ->
     from vllm_sim.server.build import build_instance
     from vllm_sim.server.dataset_setup import DatasetSetupError
     from vllm_sim.server.runner import serve
+    from vllm_sim.server.step_timing import step_timing
     from vllm_sim.server.tls import TlsError, tls_setup
 
     try:
+        timing = step_timing(cfg, os.environ)
         choice = choose_tokenizer(cfg, os.environ)
         tls = tls_setup(cfg)
     except (TlsError, ConfigError) as error:
@@ -81,9 +84,14 @@ def serve_rank(cfg: Config, port: int, rank: int, notes: Sequence[Note] = ()) ->
     for level, message in notes:
         log.log(level, message)
     log.log(choice.level, choice.message)
+    step_model = None
+    if timing is not None:
+        log.info("Step engine: %s", timing.description)
+        cfg = replace(cfg, kv_cache_size=timing.num_gpu_blocks)
+        step_model = timing.model
     try:
         try:
-            instance = build_instance(cfg, port, rank, choice.tokenizer)
+            instance = build_instance(cfg, port, rank, choice.tokenizer, step_model)
         except DatasetSetupError as error:
             print(f"vllm-sim: {error}", file=sys.stderr)
             return 2

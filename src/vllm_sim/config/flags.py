@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_sim.perf import GPUS
+
 from . import rules as r
 from .errors import ConfigError
 from .kinds import (
@@ -48,6 +50,7 @@ class Group(enum.Enum):
     MODEL = "Model"
     ENGINE = "Engine & queue"
     LATENCY = "Latency"
+    PERFORMANCE = "Performance model (step engine)"
     CONTENT = "Content & tools"
     KV = "KV cache & events"
     LORA = "LoRA"
@@ -179,6 +182,8 @@ def _nonzero_integer(value: str) -> bool:
 VLLM_MAX_NUM_BATCHED_TOKENS = 2048
 
 S, M, E, L, C, K = Group.SERVER, Group.MODEL, Group.ENGINE, Group.LATENCY, Group.CONTENT, Group.KV
+P = Group.PERFORMANCE
+GPU_NAMES = tuple(GPUS)
 NN = r.not_negative
 
 # fmt: off
@@ -419,7 +424,43 @@ SETTINGS: tuple[Setting, ...] = (
     flag("mm-processor-kwargs", STRING, "", Group.IGNORED, "Accepted, stored, no effect"),
     flag("ec-transfer-config", STRING, "", Group.IGNORED, "Accepted, stored, no effect"),
     flag("enforce-eager", BOOL, False, Group.IGNORED, "Accepted, stored, no effect"),
-    flag("tensor-parallel-size", INT, 1, Group.IGNORED, "Accepted, stored, no effect"),
+    flag("tensor-parallel-size", INT, 1, P,
+         "GPUs the model is split over: the roofline model divides weights and KV per GPU "
+         "and adds an all-reduce per layer (stored under the constant model)",
+         rules=(r.between(1, 64, "tensor parallel size must be between 1 and 64"),)),
+    flag("timing-model", STRING, "constant", P,
+         "What times tokens: `constant` (the latency flags: llm-d-inference-sim's model), "
+         "`roofline` (vLLM V1's step loop, each step timed from the model's config.json and "
+         "--gpu) or `table` (the step loop timed by --timing-table)",
+         rules=(r.one_of(r.TIMING_MODELS, "unknown timing-model {value}, supported models "
+                         "are: constant, roofline and table"),)),
+    flag("gpu", STRING, "H100", P,
+         "The GPU the roofline model times: " + ", ".join(GPU_NAMES) + ", or one "
+         "--gpu-spec-file defines", rules=(r.GPU_NAME,)),
+    flag("gpu-spec-file", STRING, "", P,
+         "JSON or YAML file of GPU figures (peaks, bandwidth, efficiencies, overheads) "
+         "replacing --gpu's, or a whole GPU of its own with a `name`",
+         rules=(r.GPU_SPEC_FILE,)),
+    flag("timing-table", STRING, "", P,
+         "Measured step times for --timing-model table: Dynamo's NPZ (prefill_isl, "
+         "prefill_ttft_ms, decode_active_kv_tokens, decode_context_length, decode_itl) or a "
+         "CSV with the header prefill_tokens,decode_batch,context,ms",
+         rules=(r.TIMING_TABLE,)),
+    vllm_flag("gpu-memory-utilization", P,
+              "Share of each GPU's memory the engine may use: with the weights it sets the "
+              "roofline model's KV blocks; stored under the constant model",
+              rules=(r.between(0.01, 1.0, "gpu-memory-utilization must be between 0.01 and "
+                               "1"),)),
+    vllm_flag("num-gpu-blocks-override", P,
+              "KV blocks under the roofline and table models, instead of the computed ones",
+              default_doc="computed",
+              rules=(r.OPTIONAL_BLOCKS,)),
+    vllm_flag("dtype", P, "Weight dtype of the roofline model (auto: bfloat16)"),
+    vllm_flag("kv-cache-dtype", P,
+              "KV cache dtype of the roofline model (auto: the weights'; fp8 kinds: 1 byte)"),
+    vllm_flag("quantization", P,
+              "Weight quantization; fp8 gives the roofline model 1-byte weights and the "
+              "GPU's FP8 peak (others are stored)", default_doc="none"),
     vllm_flag("max-num-batched-tokens", E,
               "Tokens one engine step may schedule (vLLM's flag, also `8k`/`8K`); stored",
               default=VLLM_MAX_NUM_BATCHED_TOKENS,

@@ -18,7 +18,8 @@ from typing import Any
 from .argv import convert_occurrences, find_config_path, walk
 from .errors import ConfigError, HelpRequested
 from .fake_metrics_rules import with_all_finish_reasons
-from .flags import FLAGS, SETTINGS, EnvRule
+from .flags import FLAGS, SETTINGS, VLLM_MAX_NUM_BATCHED_TOKENS, EnvRule
+from .gpu import is_large_gpu, resolve_gpu
 from .help import render_help
 from .kinds import valid_text
 from .model import Config
@@ -79,6 +80,21 @@ def _apply_environment(
             values[setting.attr] = env.parse(raw)
 
 
+def _step_engine_defaults(values: dict[str, Any], explicit: set[str | None]) -> None:
+    """Under a step engine, the batch limits not set default as `vllm serve` sets them for
+    the GPU: 8192 batched tokens and 1024 sequences on a large one, else 2048 and 256."""
+    if values["timing_model"] == "constant":
+        return
+    try:
+        large = is_large_gpu(resolve_gpu(values["gpu"], values["gpu_spec_file"]))
+    except ValueError:
+        return  # validation reports the GPU
+    if "max_num_batched_tokens" not in explicit:
+        values["max_num_batched_tokens"] = 8192 if large else VLLM_MAX_NUM_BATCHED_TOKENS
+    if "max_num_seqs" not in explicit:
+        values["max_num_seqs"] = 1024 if large else 256
+
+
 def load_startup(argv: Sequence[str], environ: Mapping[str, str]) -> LoadedConfig:
     """The validated configuration for `argv` (without the program name) and `environ`, and
     what start-up should say about it.
@@ -107,6 +123,8 @@ def load_startup(argv: Sequence[str], environ: Mapping[str, str]) -> LoadedConfi
         attr = FLAGS[key].attr
         if attr is not None:
             values[attr] = value
+    explicit = set(from_file.values) | {FLAGS[key].attr for key in given}
+    _step_engine_defaults(values, explicit)
     context = None
     if values["max_model_len"] == AUTO:  # not given, or vLLM's `auto`: the model's own
         folder = find_model_folder(

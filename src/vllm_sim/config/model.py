@@ -16,6 +16,10 @@ from .fake_metrics import FakeMetrics
 VLLM_VERSION = "0.32.0"
 
 
+# What times tokens: the reference's sampled latencies, or vLLM V1's step loop timed by a
+# performance model (closed-form from config.json and the GPU, or measured tables).
+TimingModel = Literal["constant", "roofline", "table"]
+
 # vLLM's --uvicorn-log-level choices.
 UvicornLogLevel = Literal["critical", "debug", "error", "info", "trace", "warning"]
 
@@ -145,7 +149,17 @@ class Config:
     mm_processor_kwargs: str
     ec_transfer_config: str
     enforce_eager: bool
+    # Performance model (the step engine)
+    timing_model: TimingModel
+    gpu: str
+    gpu_spec_file: str
+    timing_table: str
     tensor_parallel_size: int
+    gpu_memory_utilization: float
+    num_gpu_blocks_override: int | None
+    dtype: str
+    kv_cache_dtype: str
+    quantization: str | None
     # Logging (klog -v, vLLM's request and HTTP-server logs)
     verbosity: int
     enable_log_requests: bool

@@ -7,12 +7,14 @@ included, because scripts and tests match on them.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .fake_metrics_rules import fake_metrics_error
+from .gpu import resolve_gpu
 from .model import Config
 
 FAILURE_TYPES = (
@@ -25,6 +27,7 @@ FAILURE_TYPES = (
 )
 MODES = ("random", "echo")
 LATENCY_CALCULATORS = ("", "constant", "per-token")
+TIMING_MODELS = ("constant", "roofline", "table")
 BLOCK_SIZES = (8, 16, 32, 64, 128)
 
 Check = Callable[[Any, Config], str | None]
@@ -292,4 +295,58 @@ ECHO_DATASET = Rule(
     "not in echo mode",
     "dataset cannot be defined in echo mode",
     lambda v, c: "dataset cannot be defined in echo mode" if v and c.mode == "echo" else None,
+)
+
+
+def _gpu_error(name: Any, cfg: Config) -> str | None:
+    """A GPU of the table, or the one --gpu-spec-file defines; its own error otherwise."""
+    try:
+        resolve_gpu(name, cfg.gpu_spec_file)
+    except ValueError as error:
+        return None if cfg.gpu_spec_file and "gpu-spec-file" in str(error) else str(error)
+    return None
+
+
+GPU_NAME = Rule("a known GPU, or the one --gpu-spec-file defines", "unknown gpu", _gpu_error)
+
+
+def _gpu_spec_file_error(path: Any, cfg: Config) -> str | None:
+    if not path:
+        return None
+    try:
+        resolve_gpu(cfg.gpu, path)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+GPU_SPEC_FILE = Rule(
+    "empty, or a readable JSON or YAML file of GPU figures",
+    "invalid gpu-spec-file",
+    _gpu_spec_file_error,
+)
+
+
+def _timing_table_error(path: Any, cfg: Config) -> str | None:
+    if cfg.timing_model == "table" and not path:
+        return "--timing-model table needs --timing-table, a CSV or NPZ file of step times"
+    if path and not os.path.isfile(path):
+        return f"timing-table {path} is not a file"
+    return None
+
+
+TIMING_TABLE = Rule(
+    "required by --timing-model table; an existing file",
+    "invalid timing-table",
+    _timing_table_error,
+)
+
+OPTIONAL_BLOCKS = Rule(
+    "none, or 1-100000000",
+    "num-gpu-blocks-override must be between 1 and 100000000",
+    lambda v, _: (
+        None
+        if v is None or 1 <= v <= 100_000_000
+        else "num-gpu-blocks-override must be between 1 and 100000000"
+    ),
 )

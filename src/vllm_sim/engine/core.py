@@ -446,17 +446,11 @@ class Engine:
                 raise budget.over_budget(seq.request, limit)
             if seq.request.do_remote_decode:
                 seq.finish_reason = Finish.REMOTE_DECODE  # the decode node continues this one
-            # Prefix-cache hits (seq.cached_tokens) are looked up here, before the TTFT.
             # The sequence keeps the latency model it started under: a config update applies
             # to later requests, never to half of one.
             seq.latency = self.latency
-            seq.ttft = seq.latency.time_to_first_token(
-                seq.prompt_tokens, seq.cached_tokens, seq.request.do_remote_prefill, self.load()
-            )
             self.observer.sequence_started(seq)
-            self._advance(seq, now + seq.ttft, now)
-            if seq.t_first_token is not None:  # released at once: part of this admission's step
-                self._step_tokens += len(seq.prompt.token_ids) + seq.emitted
+            self._prefill(seq, now)
         except EngineError as exc:
             self._fail(seq, exc)
             return
@@ -527,8 +521,7 @@ class Engine:
                 seq.lora_slot = self.lora_slots.acquire(seq.request.lora)
             computed = seq.prompt_tokens + seq.emitted
             cached = self._hold_blocks(seq, computed) if self.kv is not None else 0
-            delay = seq.latency.time_to_first_token(computed, cached, False, self.load())
-            self._advance(seq, now + delay, now)
+            self._recompute(seq, computed, cached, now)
         except EngineError as exc:
             self._fail(seq, exc)
             return
@@ -536,6 +529,22 @@ class Engine:
             self._crash(seq, "resuming")
             return
         seq.stream.notify()
+
+    def _prefill(self, seq: Sequence, now: float) -> None:
+        """Times a started sequence's prefill: its first token comes after the sampled TTFT,
+        which counts the prefix-cache hits looked up at start."""
+        seq.ttft = seq.latency.time_to_first_token(
+            seq.prompt_tokens, seq.cached_tokens, seq.request.do_remote_prefill, self.load()
+        )
+        self._advance(seq, now + seq.ttft, now)
+        if seq.t_first_token is not None:  # released at once: part of this admission's step
+            self._step_tokens += len(seq.prompt.token_ids) + seq.emitted
+
+    def _recompute(self, seq: Sequence, computed: int, cached: int, now: float) -> None:
+        """Times the prefill that recomputes a preempted sequence's `computed` tokens, of
+        which `cached` are prefix-cache hits; then it goes on where it was."""
+        delay = seq.latency.time_to_first_token(computed, cached, False, self.load())
+        self._advance(seq, now + delay, now)
 
     def _refuse_by_threshold(self, seq: Sequence, now: float) -> None:
         """Answers at once, with no tokens: the router should send it elsewhere."""
@@ -759,9 +768,7 @@ class Engine:
         """Ends every queued and running sequence now, each answered as finished with
         reason `abort` (vLLM's pause in abort mode), rather than failed."""
         now = self._clock()
-        streams = {seq.stream for seq in self._queue if seq.state is SeqState.WAITING}
-        streams.update(seq.stream for _, _, seq in self._heap if seq.state is SeqState.RUNNING)
-        for stream in streams:
+        for stream in self._streams_in_flight():
             for seq in stream.sequences:
                 if seq.state is SeqState.WAITING or seq.state is SeqState.RUNNING:
                     self._end_aborted(seq, now)
@@ -786,12 +793,17 @@ class Engine:
         """Fails every queued and running request, for a server that stops before they end:
         each answers (an error event and [DONE], or a 503) instead of being cut off. Returns
         how many requests were stopped."""
-        streams = {seq.stream for seq in self._queue if seq.state is SeqState.WAITING}
-        streams.update(seq.stream for _, _, seq in self._heap if seq.state is SeqState.RUNNING)
+        streams = self._streams_in_flight()
         for stream in streams:
             self._drop_all(stream, aborted=False)
             stream.fail(EngineError(Refusal.STOPPING, message))
         return len(streams)
+
+    def _streams_in_flight(self) -> set[RequestStream]:
+        """The requests with a sequence waiting or running."""
+        streams = {seq.stream for seq in self._queue if seq.state is SeqState.WAITING}
+        streams.update(seq.stream for seq in self._running.values())
+        return streams
 
     def _fail(self, seq: Sequence, error: EngineError) -> None:
         """A sequence failed after admission: the whole request fails, siblings stop."""

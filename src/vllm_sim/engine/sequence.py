@@ -31,6 +31,7 @@ class Sequence:
     __slots__ = (
         "cached_tokens",
         "call_starts",
+        "computed",
         "deadline",
         "emitted",
         "eos",
@@ -106,6 +107,9 @@ class Sequence:
         self.kv_limit = NO_KV_LIMIT
         self.kv_blocks = 0  # KV blocks held while running
         self.preemptions = 0  # times its KV was freed to be recomputed
+        # Tokens (prompt, then output) whose KV is computed: what the step engine's
+        # prefill chunks advance; the token clock does not use it.
+        self.computed = 0
 
     @property
     def prompt_tokens(self) -> int:

@@ -26,6 +26,7 @@ from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.events import KvEventPublisher, offset_endpoint, topic_for
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.settings import latency_from_config, limits_from_config, synthesis_settings
+from vllm_sim.engine.steps import StepEngine
 from vllm_sim.engine.tokenizer import SimulatedTokenizer, Tokenizer
 from vllm_sim.http.app import App
 from vllm_sim.http.cors import Cors, CorsPolicy
@@ -43,6 +44,7 @@ from vllm_sim.metrics.exposition import Exposition
 from vllm_sim.metrics.fake import FakeMetricsDriver
 from vllm_sim.metrics.instrumentator import HttpMetrics
 from vllm_sim.metrics.recorder import MetricsRecorder
+from vllm_sim.perf import StepTimeModel
 from vllm_sim.server.dataset_setup import load_dataset
 
 MB = 1024 * 1024
@@ -99,9 +101,14 @@ def system_fingerprint(cfg: Config) -> str:
 
 
 def build_instance(
-    cfg: Config, port: int, rank: int = 0, tokenizer: Tokenizer | None = None
+    cfg: Config,
+    port: int,
+    rank: int = 0,
+    tokenizer: Tokenizer | None = None,
+    step_model: StepTimeModel | None = None,
 ) -> Instance:
-    """The instance serving rank `rank` on `port`; with no `tokenizer`, the simulated one."""
+    """The instance serving rank `rank` on `port`; with no `tokenizer`, the simulated one.
+    With a `step_model`, the step engine runs, timed by it; else the token clock."""
     # Each rank draws its own stream; rank 0 keeps the seed as given.
     rng = random.Random(cfg.seed if rank == 0 else cfg.seed * 1009 + rank)
     tokenizer = tokenizer or SimulatedTokenizer()
@@ -119,9 +126,7 @@ def build_instance(
         # vLLM's start-up state: every series at 0 (the recorder then derives some of them).
         metrics.precreate_series()
         observer = MetricsRecorder(metrics, cfg.max_loras)
-    engine = Engine(
-        limits_from_config(cfg), latency_from_config(cfg), content, rng, observer=observer, kv=kv
-    )
+    engine = _engine(cfg, content, rng, observer, kv, step_model)
     for module in cfg.lora_modules:
         engine.loras.load(module.name, module.path)
     failures = FailureInjector(cfg.model, rng, cfg.max_model_len)
@@ -173,18 +178,40 @@ def build_instance(
     return Instance(cfg, port, app, engine, readiness, control, background)
 
 
+def _engine(
+    cfg: Config,
+    content: ContentSource,
+    rng: random.Random,
+    observer: MetricsRecorder | None,
+    kv: KvCacheManager,
+    step_model: StepTimeModel | None,
+) -> Engine:
+    limits, latency = limits_from_config(cfg), latency_from_config(cfg)
+    if step_model is None:
+        return Engine(limits, latency, content, rng, observer=observer, kv=kv)
+    return StepEngine(
+        limits,
+        latency,
+        content,
+        rng,
+        step_model,
+        cfg.max_num_batched_tokens,
+        observer=observer,
+        kv=kv,
+    )
+
+
 def cache_shape(cfg: Config, rank: int) -> CacheShape:
-    """The KV cache as vLLM's cache_config_info describes it. The GPU memory share and the
-    cache dtype change nothing here; they are shown as given when the configuration has
-    them (vLLM flags), else as vLLM's defaults."""
+    """The KV cache as vLLM's cache_config_info describes it. Under the roofline model the
+    GPU memory share and the cache dtype set the blocks; otherwise they are shown as given."""
     return CacheShape(
         block_size=cfg.block_size,
         num_gpu_blocks=cfg.kv_cache_size,
         max_model_len=cfg.max_model_len,
         prefix_caching=cfg.enable_prefix_caching,
         engine=str(rank),
-        gpu_memory_utilization=float(getattr(cfg, "gpu_memory_utilization", 0.92)),
-        cache_dtype=str(getattr(cfg, "kv_cache_dtype", "auto")),
+        gpu_memory_utilization=cfg.gpu_memory_utilization,
+        cache_dtype=cfg.kv_cache_dtype,
     )
 
 

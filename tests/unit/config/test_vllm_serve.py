@@ -243,17 +243,16 @@ def test_a_given_max_model_len_wins(tmp_path: Path) -> None:
 
 def test_no_effect_flags_are_listed_once_in_argv_order() -> None:
     info = startup(
-        "m", "--dtype", "auto", "--enforce-eager", "--trust-remote-code", "--dtype", "half",
-        "--gpu-memory-utilization", "0.8", "--device-memory-utilization", "0.7",
+        "m", "--load-format", "auto", "--enforce-eager", "--trust-remote-code",
+        "--load-format", "safetensors", "--api-server-count", "2", "-asc", "3",
     )  # fmt: skip
     assert info.no_effect == (
-        "--dtype", "--enforce-eager", "--trust-remote-code", "--gpu-memory-utilization",
-        "--device-memory-utilization",
+        "--load-format", "--enforce-eager", "--trust-remote-code", "--api-server-count",
     )  # fmt: skip
     warnings = [text for level, text in info.startup_notes() if "without effect" in text]
     assert warnings == [
-        "Accepted without effect in a simulator: --dtype, --enforce-eager, --trust-remote-code, "
-        "--gpu-memory-utilization, --device-memory-utilization"
+        "Accepted without effect in a simulator: --load-format, --enforce-eager, "
+        "--trust-remote-code, --api-server-count"
     ]
 
 
@@ -359,19 +358,20 @@ def test_a_bad_value_beats_an_unrecognized_flag() -> None:
 def test_vllm_config_file(tmp_path: Path) -> None:
     path = write_yaml(
         tmp_path,
-        "model: org/m\nmax_num_seqs: 4\ndtype: auto\ntrust-remote-code: true\n"
-        "tensor_parallel_size: 2\nkv-transfer-config: {kv_role: kv_both}\n",
+        "model: org/m\nmax_num_seqs: 4\nload_format: auto\ntrust-remote-code: true\n"
+        "tensor_parallel_size: 2\nkv-transfer-config: {kv_role: kv_both}\ndtype: half\n",
     )
     info = startup("--config", path)
     assert (info.config.model, info.config.max_num_seqs, info.config.tensor_parallel_size) == (
         "org/m", 4, 2,
     )  # fmt: skip
     assert info.config.kv_transfer_config == {"kv_role": "kv_both"}
-    assert info.no_effect == ("--dtype", "--trust-remote-code", "--tensor-parallel-size")
+    assert info.config.dtype == "half"
+    assert info.no_effect == ("--load-format", "--trust-remote-code")
 
 
 def test_vllm_config_file_bad_value(tmp_path: Path) -> None:
-    path = write_yaml(tmp_path, "model: m\ndtype: bf16\n")
+    path = write_yaml(tmp_path, "model: m\nfingerprint-mode: nope\n")
     assert load_error("--config", path).startswith(
-        "argument --dtype: invalid choice: 'bf16' (choose from "
+        "argument --fingerprint-mode: invalid choice: 'nope' (choose from "
     )

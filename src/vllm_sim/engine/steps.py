@@ -1,0 +1,249 @@
+"""The step engine: vLLM V1's scheduler loop, each step timed by a performance model.
+
+Where the token clock gives every sequence its own sampled deadlines, this engine runs one
+step at a time for the whole batch, as vLLM V1's engine core does:
+
+1. Running sequences first, oldest admission first: one decode token each, or the next
+   chunk of their prefill (chunked prefill takes what is left of the token budget,
+   `max_num_batched_tokens`). A decode that needs a KV block and finds none preempts the
+   newest running sequence (recompute), as the token clock's engine does.
+2. Then waiting sequences, while budget, `max_num_seqs` and free KV blocks allow; none in a
+   step that preempted, and none while paused.
+3. The step lasts what the performance model says for that batch: its tokens are released
+   together at the step's end, a prompt's first token with the step that finishes its
+   prefill. The next step starts at once while there is work: continuous batching.
+
+A request arriving mid-step waits for the next step, so time to first token grows with
+the batch in flight, a long prefill slows every running stream for as many steps as it
+takes, and past saturation the queue grows: what a real GPU shows.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+from vllm_sim.engine.clock import Scheduler, TimerHandle
+from vllm_sim.engine.content import ContentSource
+from vllm_sim.engine.core import Engine, EngineLimits
+from vllm_sim.engine.kvcache.manager import KvCacheManager
+from vllm_sim.engine.latency import LatencySettings
+from vllm_sim.engine.observer import EngineObserver
+from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
+from vllm_sim.perf import StepLoad, StepTimeModel
+
+
+@dataclass(slots=True)
+class _Step:
+    """One step in flight: what it scheduled, each with the sequence's preemption count
+    then (a sequence preempted meanwhile is recomputed, and this step's work is lost)."""
+
+    started: float
+    ends: float
+    work: list[tuple[Sequence, int, int]] = field(default_factory=list)  # seq, chunk, epoch
+    tokens: int = 0  # tokens computed: prefill chunks plus one per decode
+
+
+def _decoding(seq: Sequence) -> bool:
+    """Past its prefill: one new token (the last one sampled) to compute."""
+    return seq.emitted > 0 and seq.computed == seq.prompt_tokens + seq.emitted - 1
+
+
+class StepEngine(Engine):
+    """An Engine whose sequences advance in whole steps of a batch (see the module doc)."""
+
+    def __init__(
+        self,
+        limits: EngineLimits,
+        latency: LatencySettings,
+        content: ContentSource,
+        rng: random.Random,
+        step_model: StepTimeModel,
+        max_num_batched_tokens: int,
+        scheduler: Scheduler | None = None,
+        observer: EngineObserver | None = None,
+        kv: KvCacheManager | None = None,
+    ) -> None:
+        super().__init__(limits, latency, content, rng, scheduler, observer, kv)
+        self.step_model = step_model
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self._step: _Step | None = None
+        self._step_timer: TimerHandle | None = None
+        self._kick: TimerHandle | None = None  # a step start armed for the end of this turn
+        self._stepping = False  # inside _begin_step or _end_step: no re-entry
+        self._preempted_in_step = False
+        self._frozen_left: float | None = None  # what a frozen step had left to run
+        self.steps = 0  # steps run since start (tests and the fidelity benchmark read it)
+
+    # ------------------------------------------------------------- admission hooks
+    def _admit(self) -> None:
+        """Admission happens at a step's start. With no step in flight, one starts at the
+        end of this turn of the event loop, so requests arriving together share it (vLLM's
+        engine core drains its input queue before it schedules)."""
+        if self._stepping or self._step is not None or self._frozen_left is not None:
+            return
+        if self._kick is None:
+            self._kick = self._scheduler.call_at(self._clock(), self._kicked)
+
+    def _kicked(self) -> None:
+        self._kick = None
+        if self._step is None and self._frozen_left is None:
+            self._begin_step()
+
+    def _prefill(self, seq: Sequence, now: float) -> None:
+        # A prompt found whole in the prefix cache still computes its last token, as in
+        # vLLM, so that there is a step to sample the first output token from.
+        seq.computed = min(seq.cached_tokens, max(seq.prompt_tokens - 1, 0))
+        seq.deadline = 0.0
+        if seq.request.do_remote_prefill:
+            # P/D decode: the prompt's KV comes from the prefill node (the configured KV
+            # transfer time); the sequence joins the batch once it has arrived.
+            transfer = seq.latency.time_to_first_token(
+                seq.prompt_tokens, seq.cached_tokens, True, self.load()
+            )
+            seq.deadline = now + transfer
+
+    def _recompute(self, seq: Sequence, computed: int, cached: int, now: float) -> None:
+        seq.computed = min(cached, max(computed - 1, 0))
+        seq.deadline = 0.0
+
+    # ------------------------------------------------------------- the step loop
+    def _begin_step(self) -> None:
+        now = self._clock()
+        step = _Step(now, now)
+        load = StepLoad()
+        self._stepping = True
+        self._preempted_in_step = False
+        try:
+            budget = self._schedule_running(step, load, self.max_num_batched_tokens, now)
+            # vLLM admits nobody in a step that had to preempt: the cache is full.
+            if self.paused is None and not self._preempted_in_step and budget > 0:
+                self._schedule_waiting(step, load, budget)
+        finally:
+            self._stepping = False
+        if not step.work:
+            self._wait_for_transfers()  # or idle: the next submit starts a step
+            return
+        step.ends = now + self.step_model.step_seconds(load)
+        self._step = step
+        self._step_timer = self._scheduler.call_at(step.ends, self._end_step)
+
+    def _schedule_running(self, step: _Step, load: StepLoad, budget: int, now: float) -> int:
+        """Running sequences take their decode token or prefill chunk; the budget left."""
+        for seq in list(self._running.values()):
+            if budget <= 0:
+                break
+            if seq.state is not SeqState.RUNNING or seq.deadline > now:
+                continue  # preempted by a decode scheduled before it, or its KV is on the way
+            if _decoding(seq):
+                if seq.emitted >= seq.kv_limit and not self._grow(seq, seq.emitted, now):
+                    continue  # preempted, or ended at what the cache holds
+                load.add_decode(seq.computed + 1)
+                step.work.append((seq, 1, seq.preemptions))
+                budget -= 1
+            else:
+                budget -= self._schedule_chunk(step, load, seq, budget)
+        return budget
+
+    def _schedule_waiting(self, step: _Step, load: StepLoad, budget: int) -> None:
+        """Admits waiting sequences into this step, each with its first prefill chunk."""
+        self._new_turn()
+        while budget > 0 and self.num_running < self.limits.max_num_seqs:
+            if time.perf_counter() >= self._turn_ends:
+                break  # a burst larger than a turn's work waits for the next step
+            seq = self._pop_admissible()
+            if seq is None:
+                break
+            self.num_waiting -= 1
+            self._start(seq)
+            # Not refused by a cache-hit threshold, nor failed, nor waiting for its KV.
+            if seq.state is SeqState.RUNNING and seq.deadline <= step.started:
+                budget -= self._schedule_chunk(step, load, seq, budget)
+
+    def _wait_for_transfers(self) -> None:
+        """With nothing to compute but KV on its way, the next step starts when it lands."""
+        pending = [seq.deadline for seq in self._running.values() if seq.deadline > 0.0]
+        if pending and self._kick is None:
+            self._kick = self._scheduler.call_at(min(pending), self._kicked)
+
+    @staticmethod
+    def _schedule_chunk(step: _Step, load: StepLoad, seq: Sequence, budget: int) -> int:
+        """The next prefill chunk of `seq`, as much as the budget allows; its size."""
+        need = seq.prompt_tokens + seq.emitted - seq.computed
+        chunk = min(need, budget)
+        load.add_prefill(seq.computed, chunk, chunk == need)
+        step.work.append((seq, chunk, seq.preemptions))
+        return chunk
+
+    def _preempt(self, seq: Sequence) -> None:
+        self._preempted_in_step = True
+        super()._preempt(seq)
+
+    def _end_step(self) -> None:
+        step, self._step, self._step_timer = self._step, None, None
+        if step is None:
+            return
+        now = self._clock()
+        touched: dict[int, RequestStream] = {}
+        self._stepping = True
+        try:
+            for seq, chunk, epoch in step.work:
+                if seq.state is not SeqState.RUNNING or seq.preemptions != epoch:
+                    continue  # aborted, failed or preempted while the step ran
+                step.tokens += chunk
+                try:
+                    if self._complete(seq, chunk, now):
+                        touched[id(seq.stream)] = seq.stream
+                except Exception:  # one sequence's bug fails its request, not the step
+                    self._crash(seq, "releasing tokens")
+            self.steps += 1
+            if step.tokens:
+                self.observer.engine_step(step.tokens)
+        finally:
+            self._stepping = False
+        for stream in touched.values():
+            stream.notify()
+        self._begin_step()  # the next step, at once, while there is work
+
+    def _complete(self, seq: Sequence, chunk: int, now: float) -> bool:
+        """Applies a step's `chunk` of computed tokens to `seq`. Once its KV holds every
+        token it has, the step samples the next one, as vLLM does; True if it released a
+        token or ended."""
+        seq.computed += chunk
+        if seq.computed < seq.prompt_tokens + seq.emitted:
+            return False  # more prefill chunks to come
+        if seq.t_first_token is None:
+            seq.t_first_token = seq.t_last_token = now
+            self.observer.first_token(seq)
+        total = len(seq.output_ids)
+        if seq.emitted < total:
+            self._release_token(seq, now)
+            while seq.emitted < total and seq.emitted in seq.call_starts:
+                self._release_token(seq, now)  # a tool call opens with no step of its own
+        if seq.emitted >= total:
+            self._finish(seq, now)
+        return True
+
+    # ------------------------------------------------------------- pause (keep)
+    def _freeze_clock(self) -> None:
+        """The step in flight stops where it is; _thaw_clock runs the rest of it."""
+        if self._frozen_left is not None:
+            return
+        step = self._step
+        self._frozen_left = 0.0 if step is None else max(step.ends - self._clock(), 0.0)
+        if self._step_timer is not None:
+            self._step_timer.cancel()
+            self._step_timer = None
+
+    def _thaw_clock(self) -> None:
+        left = self._frozen_left
+        if left is None:
+            return
+        self._frozen_left = None
+        step = self._step
+        if step is None:
+            self._admit()
+            return
+        step.ends = self._clock() + left
+        self._step_timer = self._scheduler.call_at(step.ends, self._end_step)

@@ -1,0 +1,34 @@
+"""The performance model: how long an engine step takes, and how many KV blocks fit.
+
+Pure functions of a model's shape, a GPU's peaks and what a step computes; no clock, no
+asyncio. The engine sums each step into a StepLoad and asks a StepTimeModel for its
+duration: RooflineModel (closed form, from config.json and a datasheet) or TableModel
+(interpolated from measured timings).
+"""
+
+from vllm_sim.perf.gpus import GPUS, GpuSpec, gpu_spec, load_gpu_overrides
+from vllm_sim.perf.roofline import (
+    ComputeDtype,
+    RooflineModel,
+    StepLoad,
+    StepTimeModel,
+    dtype_bytes,
+)
+from vllm_sim.perf.shape import PRESETS, ModelShape, preset_for
+from vllm_sim.perf.table import TableModel
+
+__all__ = [
+    "GPUS",
+    "PRESETS",
+    "ComputeDtype",
+    "GpuSpec",
+    "ModelShape",
+    "RooflineModel",
+    "StepLoad",
+    "StepTimeModel",
+    "TableModel",
+    "dtype_bytes",
+    "gpu_spec",
+    "load_gpu_overrides",
+    "preset_for",
+]

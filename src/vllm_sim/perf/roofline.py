@@ -1,0 +1,247 @@
+"""The closed-form step time: a roofline over one engine step.
+
+A step multiplies every scheduled token through the model's weights and reads the whole
+weight set plus each sequence's KV cache once. Its time is the larger of its compute
+time (FLOPs at an efficiency of the tensor peak) and its memory time (weights and KV at
+their own bandwidth efficiencies), plus fixed costs: the step's launch and scheduling,
+a little per sequence, and the tensor-parallel all-reduces.
+
+    FLOPs = 2 P_active T + 2 V h S + 4 L nh d (sum_prefill c (p + c/2) + sum_decode ctx)
+
+T is every token scheduled, S the sequences that sample a token (vLLM computes logits for
+the last position of each only), c a prefill chunk with p tokens already in the KV cache,
+ctx a decoding sequence's context. A 16-bit weight read once serves 2 FLOPs per token of
+the step, while an H100 does ~295 FLOPs in the time it reads a byte: decode-only steps are
+memory-bound, and compute takes over only past 150-300 tokens a step, in prefill chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol
+
+from vllm_sim.perf.gpus import GpuSpec
+from vllm_sim.perf.shape import ModelShape
+
+ComputeDtype = Literal["bf16", "fp8"]
+
+# Bytes per element of vLLM's --dtype and --kv-cache-dtype values. "auto" is the model's
+# own dtype, 16-bit for every checkpoint this simulator knows.
+_DTYPE_BYTES: Final[dict[str, float]] = {
+    "auto": 2.0,
+    "bfloat16": 2.0,
+    "bf16": 2.0,
+    "half": 2.0,
+    "float16": 2.0,
+    "fp16": 2.0,
+    "float": 4.0,
+    "float32": 4.0,
+    "fp8": 1.0,
+    "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0,
+    "fp8_inc": 1.0,
+}
+# Quantized checkpoints (FP8, AWQ, GPTQ) keep the embedding and the LM head in 16 bits.
+_UNQUANTIZED_BYTES: Final = 2.0
+# What vLLM holds back from the KV cache besides the weights, per rank: the activation
+# peak of its profiling forward pass (grows with max_num_batched_tokens), the CUDA graph
+# pool and non-PyTorch allocations (NCCL, cuBLAS workspaces). In set B's run (Llama-3.1-8B
+# on an RTX PRO 6000 reporting 94.97 GiB, utilisation 0.92, 2048 batched tokens, graphs up
+# to batch 256) the figure the reported 35,913 blocks imply is 2.3 GiB.
+DEFAULT_ACTIVATION_RESERVE_BYTES: Final = 2.0 * (1 << 30)
+
+
+def dtype_bytes(name: str) -> float:
+    """Bytes per element of a vLLM `--dtype` or `--kv-cache-dtype` value."""
+    size = _DTYPE_BYTES.get(name.strip().lower())
+    if size is None:
+        raise ValueError(f"unknown dtype {name!r}; known: {', '.join(_DTYPE_BYTES)}")
+    return size
+
+
+@dataclass(slots=True)
+class StepLoad:
+    """What one engine step computes, summed over its sequences. The engine adds each
+    scheduled sequence once (a decode, or a prefill chunk) and hands the sum to a step
+    time model; a handful of integer additions per sequence keeps a 1,000-sequence step
+    cheap."""
+
+    prefill_tokens: int = 0  # prompt tokens scheduled this step, all chunks
+    prefill_attention: float = 0.0  # sum of c (p + c/2): query-key pairs of the chunks
+    prefill_kv_tokens: int = 0  # sum of p + c: KV the chunks' attention reads
+    decode_seqs: int = 0
+    decode_context: int = 0  # sum of each decoding sequence's context
+    sampled: int = 0  # sequences producing a token at the end of this step
+    requests: int = 0  # sequences scheduled
+
+    def add_prefill(self, already: int, chunk: int, completes: bool) -> None:
+        """A prefill chunk of `chunk` tokens after `already` tokens in the KV cache
+        (computed before, or a prefix-cache hit); `completes` when it is the prompt's
+        last chunk, whose final position samples the first output token."""
+        self.prefill_tokens += chunk
+        # Causal attention: the chunk's i-th token sees already + i keys.
+        self.prefill_attention += chunk * (already + chunk * 0.5)
+        self.prefill_kv_tokens += already + chunk
+        self.requests += 1
+        if completes:
+            self.sampled += 1
+
+    def add_decode(self, context: int) -> None:
+        """One decode token of a sequence attending to `context` tokens (its KV cache
+        including the token being decoded)."""
+        self.decode_seqs += 1
+        self.decode_context += context
+        self.sampled += 1
+        self.requests += 1
+
+    def add_decodes(self, count: int, total_context: int) -> None:
+        """`count` decode tokens at once, of sequences whose contexts sum to
+        `total_context`: for an engine that keeps that sum as it goes, so a step costs
+        the same whatever its batch."""
+        self.decode_seqs += count
+        self.decode_context += total_context
+        self.sampled += count
+        self.requests += count
+
+    @property
+    def tokens(self) -> int:
+        return self.prefill_tokens + self.decode_seqs
+
+    @property
+    def is_empty(self) -> bool:
+        return self.requests == 0
+
+
+class StepTimeModel(Protocol):
+    """How long a step takes, from what it computes."""
+
+    def step_seconds(self, load: StepLoad) -> float: ...
+
+
+class RooflineModel:
+    """Section 2 of the performance-model spec: step time from a model's shape and a
+    GPU's peaks. Immutable once built; every per-step constant is folded here so a step
+    costs a few multiplications."""
+
+    __slots__ = (
+        "_fixed_s",
+        "_kv_s_per_token",
+        "_per_request_s",
+        "_s_per_attention_pair",
+        "_s_per_sample",
+        "_s_per_token",
+        "_weight_s",
+        "compute_dtype",
+        "gpu",
+        "kv_bytes",
+        "shape",
+        "tensor_parallel",
+        "weight_bytes",
+    )
+
+    def __init__(
+        self,
+        shape: ModelShape,
+        gpu: GpuSpec,
+        tensor_parallel: int = 1,
+        weight_bytes: float = 2.0,
+        kv_bytes: float = 2.0,
+        compute_dtype: ComputeDtype = "bf16",
+    ) -> None:
+        if isinstance(tensor_parallel, bool) or tensor_parallel < 1:
+            raise ValueError(f"tensor_parallel must be at least 1, not {tensor_parallel!r}")
+        if not weight_bytes > 0 or not kv_bytes > 0:
+            raise ValueError("weight_bytes and kv_bytes must be positive")
+        if compute_dtype not in ("bf16", "fp8"):
+            raise ValueError(f"compute_dtype must be bf16 or fp8, not {compute_dtype!r}")
+        self.shape = shape
+        self.gpu = gpu
+        self.tensor_parallel = tensor_parallel
+        self.weight_bytes = weight_bytes
+        self.kv_bytes = kv_bytes
+        self.compute_dtype = compute_dtype
+
+        # Without FP8 tensor cores (A100) vLLM runs FP8 checkpoints weight-only (Marlin):
+        # the weights are read as FP8, the matmuls run in 16 bits.
+        peak = gpu.fp8_tflops if compute_dtype == "fp8" and gpu.fp8_tflops else gpu.bf16_tflops
+        flops_per_s = peak * 1e12 * gpu.compute_efficiency * tensor_parallel
+        self._s_per_token = 2 * shape.active_params() / flops_per_s
+        self._s_per_sample = 2 * shape.vocab * shape.hidden / flops_per_s
+        attention = 4 * shape.layers * shape.heads * shape.head_dim
+        self._s_per_attention_pair = attention / flops_per_s
+
+        bandwidth = gpu.bandwidth_bytes_per_s
+        weight_read = self.weight_bytes_read() / tensor_parallel
+        self._weight_s = weight_read / (bandwidth * gpu.weight_bandwidth_efficiency)
+        self._kv_s_per_token = self.kv_bytes_per_token() / (bandwidth * gpu.kv_bandwidth_efficiency)
+        allreduce = 2 * shape.layers * gpu.allreduce_s if tensor_parallel > 1 else 0.0
+        self._fixed_s = gpu.step_overhead_s + allreduce
+        self._per_request_s = gpu.per_request_overhead_s
+
+    def _embedding_bytes(self) -> float:
+        return max(self.weight_bytes, _UNQUANTIZED_BYTES)
+
+    def weight_bytes_total(self) -> float:
+        """Bytes of every weight, all ranks together."""
+        embeddings = self.shape.embedding_params()
+        body = self.shape.params() - embeddings
+        return body * self.weight_bytes + embeddings * self._embedding_bytes()
+
+    def weight_bytes_read(self) -> float:
+        """Weight bytes a step streams, all ranks together: everything except the input
+        embedding of an untied model, of which a step gathers only its tokens' rows (a
+        tied model reads the same matrix whole as its LM head)."""
+        total = self.weight_bytes_total()
+        if self.shape.tied_embeddings:
+            return total
+        return total - self.shape.vocab * self.shape.hidden * self._embedding_bytes()
+
+    def kv_bytes_per_token(self) -> float:
+        """KV cache bytes of one token on one rank."""
+        return self.shape.kv_bytes_per_token(self.kv_bytes, self.tensor_parallel)
+
+    def step_seconds(self, load: StepLoad) -> float:
+        """Seconds one step of `load` takes; 0.0 for a step with nothing scheduled."""
+        if load.requests == 0:
+            return 0.0
+        compute = (
+            (load.prefill_tokens + load.decode_seqs) * self._s_per_token
+            + load.sampled * self._s_per_sample
+            + (load.prefill_attention + load.decode_context) * self._s_per_attention_pair
+        )
+        memory = (
+            self._weight_s + (load.decode_context + load.prefill_kv_tokens) * self._kv_s_per_token
+        )
+        busy = compute if compute > memory else memory
+        return busy + self._fixed_s + load.requests * self._per_request_s
+
+    def num_gpu_blocks(
+        self,
+        block_size: int,
+        gpu_memory_utilization: float,
+        activation_reserve_bytes: float | None = None,
+    ) -> int:
+        """KV cache blocks per rank, as vLLM sizes the cache at start-up: the share of
+        a GPU's memory it may use (`gpu_memory_utilization`), less the rank's weights
+        and what its profiling run found other allocations need (activations, CUDA
+        graphs; `activation_reserve_bytes`, by default DEFAULT_ACTIVATION_RESERVE_BYTES),
+        divided by the bytes of one block (`block_size` tokens of every layer's keys and
+        values on that rank). 0 when the weights alone do not fit: vLLM then refuses to
+        start, which is the caller's to report."""
+        if isinstance(block_size, bool) or block_size < 1:
+            raise ValueError(f"block_size must be a positive integer, not {block_size!r}")
+        if not 0 < gpu_memory_utilization <= 1:
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1], not {gpu_memory_utilization!r}"
+            )
+        reserve = (
+            DEFAULT_ACTIVATION_RESERVE_BYTES
+            if activation_reserve_bytes is None
+            else activation_reserve_bytes
+        )
+        if reserve < 0:
+            raise ValueError("activation_reserve_bytes must not be negative")
+        usable = self.gpu.memory_bytes * gpu_memory_utilization
+        free = usable - self.weight_bytes_total() / self.tensor_parallel - reserve
+        block_bytes = self.kv_bytes_per_token() * block_size
+        return max(int(free // block_bytes), 0)

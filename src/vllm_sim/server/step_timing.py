@@ -1,0 +1,132 @@
+"""The step engine's timing, set up once at start: the performance model and the KV blocks.
+
+Under `--timing-model roofline` the model's shape comes from its config.json (a local
+folder or the Hugging Face cache, where start-up has put it), else from a bundled preset
+for well-known models; the GPU from --gpu and --gpu-spec-file. The number of KV blocks is
+computed as vLLM computes it from the GPU memory share, unless --num-gpu-blocks-override
+sets it. Under `--timing-model table` the step times come from --timing-table. Anything
+missing or wrong is a ConfigError with a one-line reason: the server does not start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from vllm_sim.config import Config, ConfigError
+from vllm_sim.config.gpu import resolve_gpu
+from vllm_sim.config.model_files import find_model_folder, read_json
+from vllm_sim.perf import (
+    PRESETS,
+    ModelShape,
+    RooflineModel,
+    StepTimeModel,
+    TableModel,
+    dtype_bytes,
+    preset_for,
+)
+
+GIB = float(1 << 30)
+
+
+@dataclass(frozen=True, slots=True)
+class StepTiming:
+    model: StepTimeModel
+    num_gpu_blocks: int
+    description: str  # for the start-up log
+
+
+def step_timing(cfg: Config, environ: Mapping[str, str]) -> StepTiming | None:
+    """The step engine's timing for `cfg`; None under the constant (token clock) model."""
+    if cfg.timing_model == "constant":
+        return None
+    if cfg.timing_model == "table":
+        return _table_timing(cfg)
+    return _roofline_timing(cfg, environ)
+
+
+def _table_timing(cfg: Config) -> StepTiming:
+    path = Path(cfg.timing_table)
+    try:
+        if path.suffix.lower() == ".npz":
+            table = TableModel.from_npz(path)
+        else:
+            table = TableModel.from_csv(path)
+    except ValueError as error:
+        raise ConfigError(f"timing-table: {error}") from None
+    blocks = cfg.num_gpu_blocks_override or cfg.kv_cache_size
+    return StepTiming(table, blocks, f"step times from {path}, {blocks} KV blocks")
+
+
+def _roofline_timing(cfg: Config, environ: Mapping[str, str]) -> StepTiming:
+    shape, source = model_shape(cfg, environ)
+    try:
+        gpu = resolve_gpu(cfg.gpu, cfg.gpu_spec_file)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    fp8 = (cfg.quantization or "").lower().startswith("fp8")
+    weight_bytes = 1.0 if fp8 else dtype_bytes(cfg.dtype)
+    # `auto` is the model's activation dtype, which fp8 weight quantization leaves as is.
+    kv_dtype = cfg.dtype if cfg.kv_cache_dtype == "auto" else cfg.kv_cache_dtype
+    kv_bytes = dtype_bytes(kv_dtype)
+    roofline = RooflineModel(
+        shape,
+        gpu,
+        tensor_parallel=cfg.tensor_parallel_size,
+        weight_bytes=weight_bytes,
+        kv_bytes=kv_bytes,
+        compute_dtype="fp8" if fp8 and gpu.fp8_tflops else "bf16",
+    )
+    blocks = cfg.num_gpu_blocks_override or roofline.num_gpu_blocks(
+        cfg.block_size, cfg.gpu_memory_utilization
+    )
+    _check_room(cfg, roofline, blocks)
+    weights = roofline.weight_bytes_total() / GIB
+    description = (
+        f"roofline timing of {shape.name or cfg.model} ({source}, {weights:.1f} GiB of weights) "
+        f"on {cfg.tensor_parallel_size} x {gpu.name}: {blocks} KV blocks of {cfg.block_size} "
+        f"tokens, max {cfg.max_num_seqs} sequences, {cfg.max_num_batched_tokens} tokens a step"
+    )
+    return StepTiming(roofline, blocks, description)
+
+
+def model_shape(cfg: Config, environ: Mapping[str, str]) -> tuple[ModelShape, str]:
+    """The model's shape and where it comes from: its config.json, else a preset."""
+    folder = find_model_folder(cfg.model, cfg.revision, environ, cfg.download_dir)
+    if folder is not None:
+        try:
+            config = read_json(folder / "config.json")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        if isinstance(config, dict):
+            try:
+                return ModelShape.from_config(config, cfg.model), "config.json"
+            except ValueError as error:
+                raise ConfigError(f"{folder / 'config.json'}: {error}") from None
+    preset = preset_for(cfg.model)
+    if preset is None:
+        known = ", ".join(PRESETS)
+        raise ConfigError(
+            f"--timing-model roofline needs the model's config.json: no config.json of "
+            f"{cfg.model!r} is on this machine, and it has no bundled shape (bundled: {known})"
+        )
+    return preset, "bundled shape"
+
+
+def _check_room(cfg: Config, roofline: RooflineModel, blocks: int) -> None:
+    """vLLM's start-up refusal: the KV cache must hold one sequence of --max-model-len."""
+    per_gpu = roofline.weight_bytes_total() / cfg.tensor_parallel_size / GIB
+    if blocks <= 0:
+        raise ConfigError(
+            f"no memory is left for the KV cache: the weights take {per_gpu:.1f} GiB per GPU "
+            f"of the {cfg.gpu_memory_utilization:g} share of {cfg.gpu}'s memory; try a "
+            "larger --gpu-memory-utilization, --tensor-parallel-size or GPU"
+        )
+    tokens = blocks * cfg.block_size
+    if tokens < cfg.max_model_len:
+        raise ConfigError(
+            f"the KV cache holds {tokens} tokens ({blocks} blocks), fewer than one sequence "
+            f"of --max-model-len {cfg.max_model_len}; lower --max-model-len to {tokens} or "
+            "give the cache more memory"
+        )

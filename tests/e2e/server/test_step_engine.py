@@ -1,0 +1,95 @@
+"""The step engine through the real server: `--timing-model roofline` with a model folder's
+config.json, what /metrics then says about the KV cache and the steps, and the start-up
+refusals."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.metrics import scrape
+from tests.support.server import SimServer, free_port, run_cli
+from tests.unit.server.test_step_timing import LLAMA_8B
+from vllm_sim.perf import RooflineModel, StepLoad, gpu_spec
+from vllm_sim.perf.shape import ModelShape
+
+CONTEXT = "8192"
+
+
+@pytest.fixture(scope="module")
+def llama_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("models") / "llama-8b"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(LLAMA_8B))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def roofline(llama_folder: Path) -> Iterator[SimServer]:
+    args = ["--timing-model", "roofline", "--gpu", "H100", "--max-model-len", CONTEXT]
+    with SimServer(args, model=str(llama_folder)) as server:
+        yield server
+
+
+def completion(server: SimServer, prompt_words: int, tokens: int) -> dict[str, object]:
+    body = {
+        "model": server.model,
+        "prompt": " ".join(f"w{i}" for i in range(prompt_words)),
+        "max_tokens": tokens,
+        "ignore_eos": True,
+    }
+    response = httpx.post(server.url + "/v1/completions", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    answer: dict[str, object] = response.json()
+    return answer
+
+
+def test_the_kv_cache_is_sized_from_the_model_and_the_gpu(roofline: SimServer) -> None:
+    with httpx.Client(base_url=roofline.url) as client:
+        metrics = scrape(client)
+    (labels, _), *_ = metrics.series("vllm:cache_config_info")
+    blocks = int(labels["num_gpu_blocks"])
+    model = RooflineModel(ModelShape.from_config(LLAMA_8B), gpu_spec("H100"))
+    assert blocks == model.num_gpu_blocks(16, 0.92)
+    assert labels["gpu_memory_utilization"] == "0.92"
+
+
+def test_requests_run_in_steps_and_the_metrics_count_them(roofline: SimServer) -> None:
+    answer = completion(roofline, prompt_words=300, tokens=20)
+    assert answer["usage"]["completion_tokens"] == 20  # type: ignore[index]
+    with httpx.Client(base_url=roofline.url) as client:
+        metrics = scrape(client)
+    steps = metrics.hist("vllm:iteration_tokens_total")
+    assert steps.count >= 20  # the prefill step and one step per later token
+    assert steps.sum >= 300 + 19
+    assert metrics.hist("vllm:request_prefill_time_seconds").count >= 1
+
+
+@pytest.mark.timing
+def test_inter_token_latency_follows_the_model(roofline: SimServer) -> None:
+    """One sequence decoding alone: each step is the model's batch-1 decode step."""
+    with httpx.Client(base_url=roofline.url) as client:
+        before = scrape(client).hist("vllm:inter_token_latency_seconds")
+        completion(roofline, prompt_words=100, tokens=60)
+        after = scrape(client).hist("vllm:inter_token_latency_seconds")
+    mean = (after.sum - before.sum) / (after.count - before.count)
+    model = RooflineModel(ModelShape.from_config(LLAMA_8B), gpu_spec("H100"))
+    load = StepLoad()
+    load.add_decode(130)
+    predicted = model.step_seconds(load)
+    # Timers land late on a loaded machine, never early: generous above, tight below.
+    assert predicted * 0.95 <= mean <= predicted * 1.5 + 0.003, (mean, predicted)
+
+
+def test_a_model_without_a_shape_does_not_start() -> None:
+    port = str(free_port())
+    result = run_cli(["--model", "acme/unknown", "--timing-model", "roofline", "--port", port])
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith(
+        "vllm-sim: invalid configuration: --timing-model roofline needs the model's config.json"
+    )

@@ -1,0 +1,128 @@
+"""Setting up the step engine's timing: the model's shape, the GPU, the KV blocks, and the
+one-line refusals when they cannot be had."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.config import load
+from vllm_sim.config import ConfigError
+from vllm_sim.perf import RooflineModel, TableModel
+from vllm_sim.server.step_timing import step_timing
+
+# Llama-3.1-8B's shape, as its config.json gives it.
+LLAMA_8B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 131072,
+}
+
+
+def model_folder(tmp_path: Path, config: dict[str, object]) -> str:
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
+def test_the_constant_model_needs_no_step_timing() -> None:
+    assert step_timing(load("--model", "m"), {}) is None
+
+
+def test_roofline_reads_the_models_config_json(tmp_path: Path) -> None:
+    folder = model_folder(tmp_path, LLAMA_8B)
+    cfg = load("--model", folder, "--timing-model", "roofline", "--max-model-len", "8192")
+    timing = step_timing(cfg, {})
+    assert timing is not None and isinstance(timing.model, RooflineModel)
+    assert "config.json" in timing.description
+    # (80 GiB x 0.92 - 15 GiB of weights - the reserve) / (128 KiB x 16 tokens per block)
+    assert 27_000 < timing.num_gpu_blocks < 31_000
+
+
+def test_memory_flags_change_the_kv_blocks(tmp_path: Path) -> None:
+    folder = model_folder(tmp_path, LLAMA_8B)
+    base = ["--model", folder, "--timing-model", "roofline", "--max-model-len", "8192"]
+    blocks = step_timing(load(*base), {})
+    fp8 = step_timing(load(*base, "--kv-cache-dtype", "fp8"), {})
+    less = step_timing(load(*base, "--gpu-memory-utilization", "0.5"), {})
+    tp2 = step_timing(load(*base, "-tp", "2"), {})
+    override = step_timing(load(*base, "--num-gpu-blocks-override", "1234"), {})
+    assert blocks and fp8 and less and tp2 and override
+    assert fp8.num_gpu_blocks == pytest.approx(2 * blocks.num_gpu_blocks, rel=0.01)
+    assert less.num_gpu_blocks < blocks.num_gpu_blocks
+    assert tp2.num_gpu_blocks > blocks.num_gpu_blocks  # half the weights and KV per GPU
+    assert override.num_gpu_blocks == 1234
+
+
+def test_a_known_model_without_its_files_uses_its_bundled_shape() -> None:
+    cfg = load("--model", "meta-llama/Llama-3.1-8B-Instruct", "--timing-model", "roofline")
+    timing = step_timing(cfg, {})
+    assert timing is not None and "bundled shape" in timing.description
+
+
+def test_an_unknown_model_without_its_files_is_refused() -> None:
+    cfg = load("--model", "acme/secret-model", "--timing-model", "roofline")
+    with pytest.raises(ConfigError) as info:
+        step_timing(cfg, {})
+    assert str(info.value).startswith(
+        "--timing-model roofline needs the model's config.json: no config.json of "
+        "'acme/secret-model' is on this machine"
+    )
+
+
+def test_a_model_too_big_for_the_gpu_is_refused() -> None:
+    cfg = load(
+        "--model", "meta-llama/Llama-3.1-70B-Instruct", "--timing-model", "roofline",
+        "--gpu", "L4",
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="no memory is left for the KV cache"):
+        step_timing(cfg, {})
+
+
+def test_a_kv_cache_shorter_than_the_context_is_refused(tmp_path: Path) -> None:
+    folder = model_folder(tmp_path, LLAMA_8B)
+    cfg = load("--model", folder, "--timing-model", "roofline", "--num-gpu-blocks-override",
+               "100", "--max-model-len", "8192")  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        step_timing(cfg, {})
+    assert str(info.value) == (
+        "the KV cache holds 1600 tokens (100 blocks), fewer than one sequence of "
+        "--max-model-len 8192; lower --max-model-len to 1600 or give the cache more memory"
+    )
+
+
+def test_an_incomplete_config_json_names_the_missing_key(tmp_path: Path) -> None:
+    broken = {k: v for k, v in LLAMA_8B.items() if k != "num_hidden_layers"}
+    cfg = load("--model", model_folder(tmp_path, broken), "--timing-model", "roofline",
+               "--max-model-len", "4096")  # fmt: skip
+    with pytest.raises(ConfigError, match="num_hidden_layers"):
+        step_timing(cfg, {})
+
+
+def test_table_mode_loads_the_table(tmp_path: Path) -> None:
+    table = tmp_path / "steps.csv"
+    table.write_text(
+        "prefill_tokens,decode_batch,context,ms\n"
+        "512,0,0,20\n2048,0,0,60\n0,1,1024,8\n0,64,1024,14\n0,1,4096,9\n0,64,4096,30\n"
+    )
+    cfg = load("--model", "m", "--timing-model", "table", "--timing-table", str(table))
+    timing = step_timing(cfg, {})
+    assert timing is not None and isinstance(timing.model, TableModel)
+    assert timing.num_gpu_blocks == cfg.kv_cache_size
+
+
+def test_a_malformed_table_is_refused(tmp_path: Path) -> None:
+    table = tmp_path / "steps.csv"
+    table.write_text("tokens,ms\n1,2\n")
+    cfg = load("--model", "m", "--timing-model", "table", "--timing-table", str(table))
+    with pytest.raises(ConfigError, match=r"^timing-table: "):
+        step_timing(cfg, {})
