@@ -242,6 +242,7 @@ class HttpConnection(asyncio.Protocol):
         self._queue: deque[Cycle] = deque()  # read, waiting for the one being answered
         self._active: Cycle | None = None  # the request being answered
         self._head_bytes = 0
+        self._raw_head_bytes = 0
         self._header_count = 0
         self._url = b""
         self._head_too_large = False
@@ -293,7 +294,10 @@ class HttpConnection(asyncio.Protocol):
             self._read_upgrade_body(data)
             return
         if self.phase is Phase.HEAD:
-            self._head_bytes += len(data)
+            # Raw bytes of a head still arriving, apart from the exact count of its complete
+            # lines (on_url, on_header): only this sees a line that never ends. Added to
+            # that count, a line split over two reads would be counted twice.
+            self._raw_head_bytes += len(data)
         elif self.phase is Phase.BODY:
             self.since = time.monotonic()  # the body made progress
         try:
@@ -303,7 +307,7 @@ class HttpConnection(asyncio.Protocol):
         except (httptools.HttpParserError, httptools.HttpParserCallbackError) as exc:
             self._parse_failed(exc)
             return
-        if self.phase is Phase.HEAD and self._head_bytes > self.limits.max_head_bytes:
+        if self.phase is Phase.HEAD and self._raw_head_bytes > self.limits.max_head_bytes:
             # A header line that never ends is never handed to on_header: counted here.
             self._head_too_large = True
             self._parse_failed(None)
@@ -325,6 +329,7 @@ class HttpConnection(asyncio.Protocol):
         self.phase = Phase.HEAD
         self.since = now
         self._head_bytes = 0
+        self._raw_head_bytes = 0
         self._header_count = 0
         self._url = b""
 

@@ -399,3 +399,17 @@ def test_nothing_read_after_an_answer_that_closed_the_connection_is_handled(
     h = harness(closing)
     h.feed(get("/first") + get("/second"))  # one buffer: the second is parsed after the close
     assert handled == ["/first"] and h.transport.closed
+
+
+def test_a_long_header_split_over_reads_is_counted_once(harness: Any) -> None:
+    """A header line arriving in two reads: its bytes count once against the head limit."""
+    h = harness(max_head_bytes=1024)
+    head = get("/", b"x-long: " + b"a" * 900)
+    h.feed(head[:400])
+    h.feed(head[400:])
+    assert h.answers()[0][0] == 200
+    h = harness(max_head_bytes=1024)
+    head = get("/", b"x-long: " + b"a" * 1100)
+    h.feed(head[:400])
+    h.feed(head[400:])
+    assert h.answers()[0][0] == 431
