@@ -56,6 +56,10 @@ class LoopClockScheduler:
     def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
         return asyncio.get_running_loop().call_at(when, callback)
 
+    @staticmethod
+    def at(monotonic: float) -> float:
+        return monotonic
+
 
 def run_virtual(main: Coroutine[Any, Any, T]) -> T:
     """Runs a coroutine to completion on a fresh virtual-time loop."""

@@ -434,6 +434,11 @@ SETTINGS: tuple[Setting, ...] = (
          "--gpu) or `table` (the step loop timed by --timing-table)",
          rules=(r.one_of(r.TIMING_MODELS, "unknown timing-model {value}, supported models "
                          "are: constant, roofline and table"),)),
+    flag("time-scale", FLOAT, 1.0, P,
+         "Run simulated time this many times faster than real time: every latency and step "
+         "is armed that much sooner, while timestamps, metrics and reported latencies stay "
+         "in simulated time (fast tests, what-if runs)",
+         rules=(r.between(0.01, 1000, "time scale must be between 0.01 and 1000"),)),
     flag("gpu", STRING, "H100", P,
          "The GPU the roofline model times: " + ", ".join(GPU_NAMES) + ", or one "
          "--gpu-spec-file defines", rules=(r.GPU_NAME,)),

@@ -151,6 +151,7 @@ class Config:
     enforce_eager: bool
     # Performance model (the step engine)
     timing_model: TimingModel
+    time_scale: float
     gpu: str
     gpu_spec_file: str
     timing_table: str

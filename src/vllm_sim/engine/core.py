@@ -313,7 +313,8 @@ class Engine:
         now: float,
     ) -> Sequence:
         self._next_uid += 1
-        arrived = now if request.received is None else min(request.received, now)
+        received = request.received
+        arrived = now if received is None else min(self._scheduler.at(received), now)
         return Sequence(self._next_uid, request, stream, p_index, index, arrived, self.latency)
 
     def _check_context(self, request: GenerationRequest, prompt_tokens: int) -> None:

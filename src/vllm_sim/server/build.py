@@ -20,6 +20,7 @@ from vllm_sim.api.response_store import ResponseStore
 from vllm_sim.api.routes import Access, build_routes
 from vllm_sim.config import Config, FakeMetrics, project
 from vllm_sim.config.model import VLLM_VERSION
+from vllm_sim.engine.clock import ScaledScheduler
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.kvcache.cache import BlockCache
@@ -187,17 +188,11 @@ def _engine(
     step_model: StepTimeModel | None,
 ) -> Engine:
     limits, latency = limits_from_config(cfg), latency_from_config(cfg)
+    clock = ScaledScheduler(cfg.time_scale) if cfg.time_scale != 1.0 else None
     if step_model is None:
-        return Engine(limits, latency, content, rng, observer=observer, kv=kv)
+        return Engine(limits, latency, content, rng, clock, observer, kv)
     return StepEngine(
-        limits,
-        latency,
-        content,
-        rng,
-        step_model,
-        cfg.max_num_batched_tokens,
-        observer=observer,
-        kv=kv,
+        limits, latency, content, rng, step_model, cfg.max_num_batched_tokens, clock, observer, kv
     )
 
 

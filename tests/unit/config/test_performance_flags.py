@@ -69,6 +69,7 @@ def test_gpu_names_are_matched_loosely() -> None:
         ),
         (["--timing-table", "/no/such/table.csv"], "timing-table /no/such/table.csv is not a file"),
         (["--tensor-parallel-size", "0"], "tensor parallel size must be between 1 and 64"),
+        (["--time-scale", "0"], "time scale must be between 0.01 and 1000"),
         (["--gpu-memory-utilization", "1.5"], "gpu-memory-utilization must be between 0.01 and 1"),
         (
             ["--num-gpu-blocks-override", "0"],
