@@ -109,9 +109,14 @@ class StepEngine(Engine):
         seq.deadline = 0.0
 
     # ------------------------------------------------------------- the step loop
-    def _begin_step(self) -> None:
+    def _begin_step(self, due: float | None = None) -> None:
+        """Schedules the next step. `due` is when the previous one was due to end: the new
+        one is timed from there, not from when its tokens were handed out, so the time the
+        event loop spends on a step never adds up into the simulated pace (as the token
+        clock aims every token at an absolute deadline)."""
         now = self._clock()
-        step = _Step(now, now)
+        start = now if due is None else min(due, now)
+        step = _Step(start, start)
         load = StepLoad()
         self._stepping = True
         self._preempted_in_step = False
@@ -125,7 +130,7 @@ class StepEngine(Engine):
         if not step.work:
             self._wait_for_transfers()  # or idle: the next submit starts a step
             return
-        step.ends = now + self.step_model.step_seconds(load)
+        step.ends = start + self.step_model.step_seconds(load)
         self._step = step
         self._step_timer = self._scheduler.call_at(step.ends, self._end_step)
 
@@ -204,7 +209,7 @@ class StepEngine(Engine):
             self._stepping = False
         for stream in touched.values():
             stream.notify()
-        self._begin_step()  # the next step, at once, while there is work
+        self._begin_step(step.ends)  # the next step, at once, while there is work
 
     def _complete(self, seq: Sequence, chunk: int, now: float) -> bool:
         """Applies a step's `chunk` of computed tokens to `seq`. Once its KV holds every

@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+from collections.abc import Callable
 
 import pytest
 
 from tests.support.virtual_time import LoopClockScheduler, virtual_now
 from tests.unit.engine.test_core import FixedContent, request, run
 from tests.unit.engine.test_kv_accounting import own
+from vllm_sim.engine.clock import TimerHandle
 from vllm_sim.engine.core import EngineLimits
 from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.kvcache.cache import BlockCache
@@ -53,7 +55,12 @@ class Steps(EngineObserver):
 
 
 def step_engine(
-    *, tokens: int = 5, max_num_seqs: int = 8, budget: int = 2048, blocks: int = 0
+    *,
+    tokens: int = 5,
+    max_num_seqs: int = 8,
+    budget: int = 2048,
+    blocks: int = 0,
+    scheduler: LoopClockScheduler | None = None,
 ) -> tuple[StepEngine, LinearModel, Steps]:
     model = LinearModel()
     observer = Steps()
@@ -64,7 +71,7 @@ def step_engine(
         random.Random(1),
         model,
         budget,
-        scheduler=LoopClockScheduler(),
+        scheduler=scheduler or LoopClockScheduler(),
         observer=observer,
     )
     if blocks:
@@ -257,5 +264,25 @@ def test_a_pd_decode_request_waits_for_its_kv_transfer() -> None:
         # 50 ms of transfer, then a step computing what the transfer did not bring.
         assert times[0] >= 0.050 + STEP
         assert model.loads[0].prefill_tokens < 100
+
+    run(scenario)
+
+
+class LateTimers(LoopClockScheduler):
+    """Every timer fires 2 ms after its time, as on a busy event loop."""
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
+        return super().call_at(when + 0.002, callback)
+
+
+def test_late_timers_do_not_slow_the_pace() -> None:
+    """Each step is timed from when the previous one was due to end, not from when its
+    timer fired: lateness shows in a token's release, never accumulates into the pace."""
+
+    async def scenario() -> None:
+        engine, _, _ = step_engine(tokens=6, scheduler=LateTimers())
+        times = await token_times(engine.submit(request(prompt_tokens=100)))
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert gaps == pytest.approx([decode_step(1)] * 5)
 
     run(scenario)
