@@ -22,17 +22,14 @@ from itertools import count
 from bench import report
 from bench.options import Options
 from bench.report import BenchReport, Figure
+from tests.support.content import FixedContent
 from tests.support.virtual_time import LoopClockScheduler, run_virtual, virtual_now
-from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import EngineLimits
-from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.request import GenerationRequest, Prompt
-from vllm_sim.engine.sequence import Sequence
 from vllm_sim.engine.steps import StepEngine
-from vllm_sim.engine.tokenizer import SimulatedTokenizer
 from vllm_sim.perf import RooflineModel, StepLoad, gpu_spec, preset_for
 
 NAME = "fidelity"
@@ -87,24 +84,11 @@ def step_point_ms(model: RooflineModel, point: StepPoint) -> float:
     return model.step_seconds(load) * 1000
 
 
-class ExactLength(ContentSource):
-    """Every sequence says exactly `tokens` tokens (a benchmark's ignore_eos)."""
-
-    def __init__(self, tokens: int) -> None:
-        super().__init__("random", SimulatedTokenizer(), random.Random(0))
-        self.tokens = tokens
-
-    def generate(self, seq: Sequence, max_model_len: int) -> None:
-        seq.output_ids = [1] * self.tokens
-        seq.output_pieces = ["x"] * self.tokens
-        seq.finish_reason = Finish.LENGTH
-
-
 def engine_for(model: RooflineModel, tokens: int, max_num_seqs: int) -> StepEngine:
     return StepEngine(
         EngineLimits(max_num_seqs, 100_000, 100_000),
         LatencySettings(max_num_seqs=max_num_seqs),
-        ExactLength(tokens),
+        FixedContent(tokens),
         random.Random(0),
         model,
         16384,  # vLLM's offline (LLM class) budget on these GPUs
@@ -183,7 +167,7 @@ def open_loop_ms(run: OpenLoopRun, seconds: float) -> tuple[float, float]:
     engine = StepEngine(
         EngineLimits(1024, 100_000, 100_000),
         LatencySettings(max_num_seqs=1024),
-        ExactLength(OUTPUT_TOKENS),
+        FixedContent(OUTPUT_TOKENS),
         random.Random(0),
         model,
         2048,

@@ -13,33 +13,18 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from tests.support.content import FixedContent
 from tests.support.virtual_time import LoopClockScheduler, VirtualTimeLoop, run_virtual, virtual_now
 from vllm_sim.api.errors import http_error
-from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import QUEUE_FULL, Engine, EngineLimits
 from vllm_sim.engine.errors import EngineError, Refusal, RequestAborted
-from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.latency import LatencyModel, LatencySettings
 from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
-from vllm_sim.engine.tokenizer import SimulatedTokenizer
 from vllm_sim.errors import RequestError
 
 MS = 1_000_000
-
-
-class FixedContent(ContentSource):
-    """Every sequence says `tokens` tokens and stops."""
-
-    def __init__(self, tokens: int) -> None:
-        super().__init__("random", SimulatedTokenizer(), random.Random(0))
-        self.tokens = tokens
-
-    def generate(self, seq: Sequence, max_model_len: int) -> None:
-        seq.output_ids = list(range(self.tokens))
-        seq.output_pieces = [f"t{i} " for i in range(self.tokens)]
-        seq.finish_reason = Finish.LENGTH
 
 
 def make_engine(

@@ -7,8 +7,8 @@ import asyncio
 import random
 from itertools import count
 
+from tests.support.content import FixedContent
 from tests.support.virtual_time import LoopClockScheduler, run_virtual
-from tests.unit.engine.test_core import FixedContent
 from vllm_sim.engine.core import EngineLimits
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.request import GenerationRequest, Prompt

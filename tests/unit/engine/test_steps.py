@@ -13,8 +13,9 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.support.content import FixedContent
 from tests.support.virtual_time import LoopClockScheduler, virtual_now
-from tests.unit.engine.test_core import FixedContent, request, run
+from tests.unit.engine.test_core import request, run
 from tests.unit.engine.test_kv_accounting import own
 from vllm_sim.engine.clock import TimerHandle
 from vllm_sim.engine.core import EngineLimits

@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.support.content import FixedContent
 from tests.support.virtual_time import LoopClockScheduler, run_virtual, virtual_now
-from tests.unit.engine.test_core import MS, FixedContent, request
+from tests.unit.engine.test_core import MS, request
 from vllm_sim.engine.clock import TimerHandle
 from vllm_sim.engine.core import Engine, EngineLimits
 from vllm_sim.engine.latency import LatencySettings
