@@ -6,6 +6,10 @@
 - vLLM's CI latency benchmark (batch 8, 32 input and 128 output tokens, the whole batch's
   time) on H100 and H200 for Llama-3.1-8B TP1, Llama-3-70B TP4 and Mixtral-8x7B TP2, run
   through the step engine itself on a virtual clock.
+- Real vLLM under a constant request rate (Llama-3.1-8B on one H100), mean TTFT and ITL.
+- A trace replay past saturation: LLMServingSim's 300 ShareGPT requests at ~10 req/s on an
+  RTX PRO 6000 (`bench/data/llmservingsim_rtxpro6000_llama8b.csv`, see `replay_trace`),
+  each request's arrival and token counts replayed, TTFT, TPOT and latency compared.
 - The step loop's own cost at 1,000 running sequences, against the step time it simulates.
 
 Nothing here starts a server or waits in real time: the engine runs on a virtual clock.
@@ -14,10 +18,13 @@ Nothing here starts a server or waits in real time: the engine runs on a virtual
 from __future__ import annotations
 
 import asyncio
+import csv
 import random
+import statistics
 import time
 from dataclasses import dataclass
 from itertools import count
+from pathlib import Path
 
 from bench import report
 from bench.options import Options
@@ -29,6 +36,7 @@ from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.request import GenerationRequest, Prompt
+from vllm_sim.engine.sequence import Sequence
 from vllm_sim.engine.steps import StepEngine
 from vllm_sim.perf import RooflineModel, StepLoad, gpu_spec, preset_for
 
@@ -178,16 +186,152 @@ def open_loop_ms(run: OpenLoopRun, seconds: float) -> tuple[float, float]:
     return ttft * 1000, itl * 1000
 
 
-def loop_cost(sequences: int, tokens: int) -> tuple[float, float, int]:
-    """(real seconds of CPU per step, simulated seconds per step, steps) with `sequences`
-    decoding together."""
+TRACE = Path(__file__).parent / "data" / "llmservingsim_rtxpro6000_llama8b.csv"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    """One request of a recorded vLLM run, its times in seconds from the run's start."""
+
+    queued: float  # when vLLM's engine received it: TTFT and latency count from here
+    input_tokens: int
+    output_tokens: int
+    ttft: float
+    latency: float
+
+    @property
+    def tpot(self) -> float:
+        return (self.latency - self.ttft) / max(self.output_tokens - 1, 1)
+
+
+def load_trace(path: Path = TRACE) -> list[TraceRequest]:
+    """The trace: per-request engine timestamps of vLLM serving Llama-3.1-8B (bf16, TP1,
+    max_num_seqs 128, max_num_batched_tokens 2048) on an NVIDIA RTX PRO 6000 Blackwell,
+    from LLMServingSim's published validation run (casys-kaist/LLMServingSim,
+    bench/examples/RTXPRO6000/Llama-3.1-8B/vllm/requests.jsonl, MIT licence), made
+    relative to the first request."""
+    with path.open(newline="") as handle:
+        return [
+            TraceRequest(
+                float(row["queued_s"]),
+                int(row["input_tokens"]),
+                int(row["output_tokens"]),
+                float(row["first_token_s"]) - float(row["queued_s"]),
+                float(row["last_token_s"]) - float(row["queued_s"]),
+            )
+            for row in csv.DictReader(handle)
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceStats:
+    ttft_mean: float
+    ttft_median: float
+    ttft_p99: float
+    tpot_mean: float
+    latency_mean: float
+
+    @classmethod
+    def of(cls, ttfts: list[float], tpots: list[float], latencies: list[float]) -> TraceStats:
+        p99 = statistics.quantiles(ttfts, n=100, method="inclusive")[98]
+        return cls(
+            statistics.fmean(ttfts),
+            statistics.median(ttfts),
+            p99,
+            statistics.fmean(tpots),
+            statistics.fmean(latencies),
+        )
+
+
+# LLMServingSim's vLLM configuration; its KV cache held 35,913 blocks of 16 tokens.
+TRACE_MAX_NUM_SEQS, TRACE_BUDGET, TRACE_BLOCKS = 128, 2048, 35_913
+
+
+class _TraceContent(FixedContent):
+    """Each sequence says what its recorded request did: its `max_tokens`, ignoring EOS."""
+
+    def generate(self, seq: Sequence, max_model_len: int) -> None:
+        self.tokens = seq.request.max_tokens or 1
+        super().generate(seq, max_model_len)
+
+
+async def replay(engine: StepEngine, trace: list[TraceRequest]) -> TraceStats:
+    """Submits each request of `trace` at its recorded time, with its token counts and
+    no prefix shared (ShareGPT prompts); the simulated figures."""
+    streams = []
+    start = virtual_now()
+    for i, recorded in enumerate(trace):
+        await asyncio.sleep(max(start + recorded.queued - virtual_now(), 0.0))
+        ids = [next(_prompt_ids) for _ in range(recorded.input_tokens)]
+        request = GenerationRequest(
+            f"trace-{i}", "m", [Prompt(ids)], max_tokens=recorded.output_tokens
+        )
+        streams.append(engine.submit(request))
+    await asyncio.gather(*(stream.wait_done() for stream in streams))
+    seqs = [stream.sequences[0] for stream in streams]
+    return TraceStats.of(
+        [(seq.t_first_token or 0.0) - seq.t_submitted for seq in seqs],
+        [(seq.t_last_token - (seq.t_first_token or 0.0)) / max(seq.emitted - 1, 1) for seq in seqs],
+        [seq.t_last_token - seq.t_submitted for seq in seqs],
+    )
+
+
+def replay_trace() -> tuple[TraceStats, TraceStats]:
+    """(simulated, measured) figures of the recorded run."""
+    trace = load_trace()
     shape = preset_for(LLAMA_8B)
     assert shape is not None
-    engine = engine_for(RooflineModel(shape, gpu_spec("H100")), tokens, sequences)
-    started = time.process_time()
+    engine = StepEngine(
+        EngineLimits(TRACE_MAX_NUM_SEQS, 100_000, 100_000),
+        LatencySettings(max_num_seqs=TRACE_MAX_NUM_SEQS),
+        _TraceContent(1),
+        random.Random(0),
+        RooflineModel(shape, gpu_spec("RTX-PRO-6000")),
+        TRACE_BUDGET,
+        scheduler=LoopClockScheduler(),
+        kv=KvCacheManager(BlockCache(TRACE_BLOCKS, 16), "", 0.0),
+    )
+    simulated = run_virtual(replay(engine, trace))
+    measured = TraceStats.of(
+        [r.ttft for r in trace], [r.tpot for r in trace], [r.latency for r in trace]
+    )
+    return simulated, measured
+
+
+class _TimedStepEngine(StepEngine):
+    """Adds up the CPU time of the step callbacks alone (the streams' own wake-ups are
+    the consumers' cost, not the loop's)."""
+
+    spent = 0.0
+
+    def _end_step(self) -> None:
+        started = time.perf_counter()
+        super()._end_step()
+        self.spent += time.perf_counter() - started
+
+    def _kicked(self) -> None:
+        started = time.perf_counter()
+        super()._kicked()
+        self.spent += time.perf_counter() - started
+
+
+def loop_cost(sequences: int, tokens: int) -> tuple[float, float, int]:
+    """(real seconds per step spent in the step loop, simulated seconds per step, steps)
+    with `sequences` decoding together."""
+    shape = preset_for(LLAMA_8B)
+    assert shape is not None
+    model = RooflineModel(shape, gpu_spec("H100"))
+    engine = _TimedStepEngine(
+        EngineLimits(sequences, 100_000, 100_000),
+        LatencySettings(max_num_seqs=sequences),
+        FixedContent(tokens),
+        random.Random(0),
+        model,
+        16384,
+        scheduler=LoopClockScheduler(),
+    )
     simulated = run_virtual(run_batch(engine, sequences, 64))
-    spent = time.process_time() - started
-    return spent / engine.steps, simulated / engine.steps, engine.steps
+    return engine.spent / engine.steps, simulated / engine.steps, engine.steps
 
 
 def run(opts: Options) -> BenchReport:
@@ -221,6 +365,17 @@ def run(opts: Options) -> BenchReport:
         label = f"open loop 8B H100 {loop_run.label}"
         rep.figures.append(Figure(NAME, f"{label} mean TTFT ms", ttft, loop_run.ttft_ms, False))
         rep.figures.append(Figure(NAME, f"{label} mean ITL ms", itl, loop_run.itl_ms, False))
+    simulated_trace, measured_trace = replay_trace()
+    for field_name in ("ttft_mean", "ttft_median", "ttft_p99", "tpot_mean", "latency_mean"):
+        rep.figures.append(
+            Figure(
+                NAME,
+                f"trace replay RTX PRO 6000 {field_name.replace('_', ' ')} ms",
+                getattr(simulated_trace, field_name) * 1000,
+                getattr(measured_trace, field_name) * 1000,
+                higher_is_better=False,
+            )
+        )
     per_step, simulated, steps = loop_cost(1000, 40 if opts.quick else 200)
     rep.figures.append(
         Figure(

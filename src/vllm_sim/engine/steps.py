@@ -45,11 +45,6 @@ class _Step:
     tokens: int = 0  # tokens computed: prefill chunks plus one per decode
 
 
-def _decoding(seq: Sequence) -> bool:
-    """Past its prefill: one new token (the last one sampled) to compute."""
-    return seq.emitted > 0 and seq.computed == seq.prompt_tokens + seq.emitted - 1
-
-
 class StepEngine(Engine):
     """An Engine whose sequences advance in whole steps of a batch (see the module doc)."""
 
@@ -135,20 +130,28 @@ class StepEngine(Engine):
         self._step_timer = self._scheduler.call_at(step.ends, self._end_step)
 
     def _schedule_running(self, step: _Step, load: StepLoad, budget: int, now: float) -> int:
-        """Running sequences take their decode token or prefill chunk; the budget left."""
+        """Running sequences take their decode token or prefill chunk; the budget left.
+        Decodes are counted in locals and added to `load` once: this loop runs for every
+        running sequence, every step."""
+        work = step.work
+        decodes = context = 0
         for seq in list(self._running.values()):
             if budget <= 0:
                 break
             if seq.state is not SeqState.RUNNING or seq.deadline > now:
                 continue  # preempted by a decode scheduled before it, or its KV is on the way
-            if _decoding(seq):
-                if seq.emitted >= seq.kv_limit and not self._grow(seq, seq.emitted, now):
+            emitted = seq.emitted
+            if emitted > 0 and seq.computed == len(seq.prompt.token_ids) + emitted - 1:
+                # Decoding: one new token (the last one sampled) to compute.
+                if emitted >= seq.kv_limit and not self._grow(seq, emitted, now):
                     continue  # preempted, or ended at what the cache holds
-                load.add_decode(seq.computed + 1)
-                step.work.append((seq, 1, seq.preemptions))
+                decodes += 1
+                context += seq.computed + 1
+                work.append((seq, 1, seq.preemptions))
                 budget -= 1
             else:
                 budget -= self._schedule_chunk(step, load, seq, budget)
+        load.add_decodes(decodes, context)
         return budget
 
     def _schedule_waiting(self, step: _Step, load: StepLoad, budget: int) -> None:
@@ -215,13 +218,20 @@ class StepEngine(Engine):
         """Applies a step's `chunk` of computed tokens to `seq`. Once its KV holds every
         token it has, the step samples the next one, as vLLM does; True if it released a
         token or ended."""
-        seq.computed += chunk
-        if seq.computed < seq.prompt_tokens + seq.emitted:
+        computed = seq.computed = seq.computed + chunk
+        emitted = seq.emitted
+        if computed < len(seq.prompt.token_ids) + emitted:
             return False  # more prefill chunks to come
+        total = len(seq.output_ids)
+        if emitted and emitted < total - 1 and not seq.call_starts:
+            # The common decode step, inline: one token, its gap one ITL sample.
+            seq.emitted = emitted + 1
+            self.observer.inter_tokens(seq, now - seq.t_last_token, 1)
+            seq.t_last_token = now
+            return True
         if seq.t_first_token is None:
             seq.t_first_token = seq.t_last_token = now
             self.observer.first_token(seq)
-        total = len(seq.output_ids)
         if seq.emitted < total:
             self._release_token(seq, now)
             while seq.emitted < total and seq.emitted in seq.call_starts:

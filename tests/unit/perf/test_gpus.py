@@ -50,7 +50,9 @@ def test_datasheet_figures_are_dense() -> None:
 def test_default_efficiencies_are_the_spec_ones() -> None:
     spec = GPUS["H100"]
     assert spec.weight_bandwidth_efficiency == 0.735
-    assert spec.kv_bandwidth_efficiency == 0.513
+    # Above BLIS's 0.513: fitted to real runs (see the field's comment), inside the
+    # spec's stream-benchmark ceiling.
+    assert 0.513 <= spec.kv_bandwidth_efficiency <= 0.9
     assert 0.38 <= spec.compute_efficiency <= 0.65
     assert spec.step_overhead_s == 0.0005
     assert spec.allreduce_s == 15e-6

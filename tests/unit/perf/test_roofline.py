@@ -136,7 +136,7 @@ def test_the_step_formula() -> None:
     kv_tokens = (300 + 4000 + 9000) + (512 + 2048) + 100
     kv = kv_tokens * shape.kv_bytes_per_token(2.0, 2)
     bandwidth = gpu.bandwidth_tbps * 1e12
-    memory = weights / (bandwidth * 0.735) + kv / (bandwidth * 0.513)
+    memory = weights / (bandwidth * 0.735) + kv / (bandwidth * 0.6)
     fixed = 0.0005 + 5 * gpu.per_request_overhead_s + 2 * 32 * 15e-6
     assert model.step_seconds(load) == pytest.approx(max(compute, memory) + fixed, rel=1e-12)
     assert compute > memory  # 2,151 tokens: past the ridge point
