@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -93,3 +94,29 @@ def test_a_model_without_a_shape_does_not_start() -> None:
     assert lines[-1].startswith(
         "vllm-sim: invalid configuration: --timing-model roofline needs the model's config.json"
     )
+
+
+def test_a_kv_starved_server_preempts_and_every_request_completes(llama_folder: Path) -> None:
+    """64 blocks of 16 tokens hold 1,024 tokens; eight requests of ~300 need 2,400. The
+    newest running ones are preempted and recomputed, and each still gets every token."""
+    args = [
+        "--timing-model", "roofline", "--gpu", "H100", "--max-model-len", "1024",
+        "--num-gpu-blocks-override", "64", "--max-num-seqs", "8", "--time-scale", "20",
+    ]  # fmt: skip
+    with SimServer(args, model=str(llama_folder)) as server:
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: completion(server, 100, 200), range(8)))
+        with httpx.Client(base_url=server.url) as client:
+            metrics = scrape(client)
+    assert [a["usage"]["completion_tokens"] for a in answers] == [200] * 8  # type: ignore[index]
+    assert metrics.value("vllm:num_preemptions_total") > 0
+    preempted = metrics.hist("vllm:request_num_preemptions")
+    assert preempted.count == 8 and preempted.sum > 0
+    # Each request's time in the engine is its prefill (to the first token) plus its
+    # decode (to the last), split where the phases really changed.
+    inference = metrics.hist("vllm:request_inference_time_seconds")
+    prefill = metrics.hist("vllm:request_prefill_time_seconds")
+    decode = metrics.hist("vllm:request_decode_time_seconds")
+    assert inference.count == prefill.count == decode.count == 8
+    assert prefill.sum + decode.sum == pytest.approx(inference.sum, rel=1e-6)
+    assert decode.sum > prefill.sum > 0
