@@ -101,7 +101,7 @@ def test_a_kv_starved_server_preempts_and_every_request_completes(llama_folder: 
     newest running ones are preempted and recomputed, and each still gets every token."""
     args = [
         "--timing-model", "roofline", "--gpu", "H100", "--max-model-len", "1024",
-        "--num-gpu-blocks-override", "64", "--max-num-seqs", "8", "--time-scale", "20",
+        "--num-gpu-blocks-override", "64", "--max-num-seqs", "8", "--time-scale", "2",
     ]  # fmt: skip
     with SimServer(args, model=str(llama_folder)) as server:
         with ThreadPoolExecutor(8) as pool:
@@ -120,3 +120,25 @@ def test_a_kv_starved_server_preempts_and_every_request_completes(llama_folder: 
     assert inference.count == prefill.count == decode.count == 8
     assert prefill.sum + decode.sum == pytest.approx(inference.sum, rel=1e-6)
     assert decode.sum > prefill.sum > 0
+
+
+@pytest.mark.timing
+def test_the_constant_model_keeps_the_configured_latencies(llama_folder: Path) -> None:
+    """`--timing-model constant` is the reference's model, whatever the model folder
+    says: the latency flags time the tokens and `--kv-cache-size` sizes the cache."""
+    args = [
+        "--timing-model", "constant", "--time-to-first-token", "150ms",
+        "--inter-token-latency", "40ms", "--kv-cache-size", "777",
+    ]  # fmt: skip
+    with SimServer(args, model=str(llama_folder)) as server:
+        completion(server, prompt_words=50, tokens=11)
+        with httpx.Client(base_url=server.url) as client:
+            metrics = scrape(client)
+    (labels, _), *_ = metrics.series("vllm:cache_config_info")
+    assert labels["num_gpu_blocks"] == "777"
+    ttft = metrics.hist("vllm:time_to_first_token_seconds")
+    itl = metrics.hist("vllm:inter_token_latency_seconds")
+    assert itl.count == 10
+    # Deadlines are absolute: a late token makes the next gap shorter, never the pace.
+    assert 0.15 * 0.95 <= ttft.sum <= 0.15 * 1.5 + 0.05
+    assert 0.04 * 0.95 <= itl.sum / itl.count <= 0.04 * 1.5 + 0.005
