@@ -9,7 +9,7 @@ FUZZ_EXAMPLES ?= 10000
 FUZZ_REPORT ?=
 CONFORMANCE_ARGS ?=
 
-.PHONY: run test lint typecheck unit fuzz bench install dev clean docs conformance image
+.PHONY: run test lint typecheck unit fuzz bench install dev clean docs conformance image proto
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,10 @@ image:
 
 docs: install
 	$(BIN)/python -m vllm_sim.config.reference > docs/flags.md
+
+# The gRPC engine service's generated code (src/vllm_sim/proto), after editing its .proto.
+proto: dev
+	$(BIN)/python -m vllm_sim.proto.generate
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
