@@ -50,7 +50,33 @@ def generation_handler(ctx: ApiContext, endpoint: Endpoint[Any]) -> Handler:
 
 
 async def serve(ctx: ApiContext, endpoint: Endpoint[B], request: HttpRequest) -> AnyResponse:
-    body = decode_body(request.body, endpoint.decoder)
+    call, generation = await admit(ctx, endpoint, request)
+    stream, options = call.stream, call.options
+    headers = ctx.response_headers(call.request_id)
+    if options.stream:
+        encoder = endpoint.chunks(call)
+        return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
+    await wait_for_result(stream, request)
+    if _answer_size(stream, options) <= INLINE_ANSWER_SIZE:
+        encoded = _answer_body(endpoint, call, generation)
+    else:
+        encoded = await ctx.off_loop(_answer_body, endpoint, call, generation)
+    return Response(200, encoded, headers=headers)
+
+
+async def admit(
+    ctx: ApiContext,
+    endpoint: Endpoint[B],
+    request: HttpRequest,
+    decoded: tuple[B, int] | None = None,
+) -> tuple[Call[B], GenerationRequest]:
+    """Every step up to the engine's admission, whatever the transport: the call, its
+    stream running, and what was submitted. A refusal raises RequestError. `decoded` is
+    the body and its size on the wire when the transport parsed it already (gRPC)."""
+    if decoded is None:
+        body, size = decode_body(request.body, endpoint.decoder), len(request.body)
+    else:
+        body, size = decoded
     ctx.failures.check(request)
     request_id = ctx.request_id(request)
     model = ctx.resolve_model(body.model)
@@ -58,7 +84,7 @@ async def serve(ctx: ApiContext, endpoint: Endpoint[B], request: HttpRequest) ->
     check_options(options)
     options.include_usage = options.include_usage and endpoint.capabilities.include_usage
     try:
-        if len(request.body) <= ctx.worker_body_bytes:
+        if size <= ctx.worker_body_bytes:
             plan = _plan(ctx, endpoint, body)
         else:
             plan = await ctx.off_loop(_plan, ctx, endpoint, body)
@@ -73,17 +99,7 @@ async def serve(ctx: ApiContext, endpoint: Endpoint[B], request: HttpRequest) ->
         stream = ctx.engine.submit(generation)
     except EngineError as error:
         raise http_error(error) from None
-    call = Call(ctx, request_id, model, body, options, stream)
-    headers = ctx.response_headers(request_id)
-    if options.stream:
-        encoder = endpoint.chunks(call)
-        return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
-    await wait_for_result(stream, request)
-    if _answer_size(stream, options) <= INLINE_ANSWER_SIZE:
-        encoded = _answer_body(endpoint, call, generation)
-    else:
-        encoded = await ctx.off_loop(_answer_body, endpoint, call, generation)
-    return Response(200, encoded, headers=headers)
+    return Call(ctx, request_id, model, body, options, stream), generation
 
 
 # Output tokens (each logprob alternative counted) above which an answer is not built on

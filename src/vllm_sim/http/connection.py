@@ -33,6 +33,7 @@ from vllm_sim.http.messages import (
     declared_length,
     header_fields,
 )
+from vllm_sim.http.splice import Splice, preface_state
 
 if TYPE_CHECKING:
     from vllm_sim.http.server import HttpServer
@@ -254,6 +255,10 @@ class HttpConnection(asyncio.Protocol):
         self._pending_error: bytes | None = None  # answered once the active request is
         self._upgrade_body = 0  # body bytes of an upgrade request still to read
         self._last_read = False  # a request that closes the connection has been read
+        # Its first bytes are looked at for the HTTP/2 preface while a gRPC server shares
+        # the port; what arrived of a preface so far.
+        self._sniffing = server.grpc_target is not None
+        self._sniffed = b""
 
     # -- transport events --
 
@@ -290,6 +295,16 @@ class HttpConnection(asyncio.Protocol):
                 drained.set_result(None)
 
     def data_received(self, data: bytes) -> None:
+        if self._sniffing:
+            data = self._sniffed + data
+            state = preface_state(data)
+            if state is None:  # a start of the preface: the next bytes decide
+                self._sniffed = data
+                return
+            self._sniffing, self._sniffed = False, b""
+            if state:
+                self._hand_over(data)
+                return
         if self._upgrade_body:
             self._read_upgrade_body(data)
             return
@@ -528,6 +543,16 @@ class HttpConnection(asyncio.Protocol):
         return stop
 
     # -- errors and closing --
+
+    def _hand_over(self, data: bytes) -> None:
+        """An HTTP/2 connection: from now on the gRPC server's (see splice.py)."""
+        transport, target = self.transport, self.server.grpc_target
+        assert transport is not None and target is not None
+        self.open = False
+        self.server.connection_handed_over(self)
+        splice = Splice(transport, data, target, self.server.splice_closed)
+        transport.set_protocol(splice)
+        self.server.splice_opened(splice)
 
     def _parse_failed(self, exc: Exception | None) -> None:
         if self._head_too_large:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from vllm_sim.http.connection import Application, ConnectionLimits, HttpConnection, access_log
+from vllm_sim.http.splice import Splice
 from vllm_sim.http.wire import DateHeader
 
 log = logging.getLogger("vllm_sim.http")
@@ -69,6 +70,10 @@ class HttpServer:
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.TimerHandle | None = None
         self._all_closed: asyncio.Future[None] | None = None
+        # The local socket of a gRPC server sharing this port: connections that open with
+        # the HTTP/2 preface are spliced to it (see splice.py). None: HTTP/1.1 only.
+        self.grpc_target: str | None = None
+        self.splices: set[Splice] = set()
 
     async def listen(
         self,
@@ -99,7 +104,9 @@ class HttpServer:
 
     def connection_opened(self, conn: HttpConnection) -> None:
         self.connections[conn] = None
-        if len(self.connections) > self.max_connections:
+        # A spliced gRPC connection holds descriptors too (two: its own and the socket to
+        # the gRPC server): counted against the same ceiling.
+        if len(self.connections) + 2 * len(self.splices) > self.max_connections:
             self._make_room(conn)
 
     def connection_closed(self, conn: HttpConnection) -> None:
@@ -107,6 +114,16 @@ class HttpServer:
         waiter = self._all_closed
         if waiter is not None and not self.connections and not waiter.done():
             waiter.set_result(None)
+
+    def connection_handed_over(self, conn: HttpConnection) -> None:
+        """`conn`'s transport now belongs to a splice: it is no longer counted here."""
+        self.connection_closed(conn)
+
+    def splice_opened(self, splice: Splice) -> None:
+        self.splices.add(splice)
+
+    def splice_closed(self, splice: Splice) -> None:
+        self.splices.discard(splice)
 
     def _make_room(self, newcomer: HttpConnection) -> None:
         oldest = next(
@@ -151,6 +168,9 @@ class HttpServer:
             except TimeoutError:
                 for conn in list(self.connections):
                     conn.abort()
+        # gRPC calls drain in their own server; a splice it has not closed by now is cut.
+        for splice in list(self.splices):
+            splice.abort()
         if self._sweeper is not None:
             self._sweeper.cancel()
         if self._server is not None:

@@ -13,6 +13,7 @@ from typing import Any
 from vllm_sim.api.admin import RuntimeControl
 from vllm_sim.api.context import ApiContext, RequestIds, ServingSettings
 from vllm_sim.api.failures import FailureInjector
+from vllm_sim.api.grpc_engine import GENERATE_PATH, GrpcState
 from vllm_sim.api.health import Readiness
 from vllm_sim.api.omni import ImageEmission
 from vllm_sim.api.render_service import RenderService
@@ -47,6 +48,7 @@ from vllm_sim.metrics.instrumentator import HttpMetrics
 from vllm_sim.metrics.recorder import MetricsRecorder
 from vllm_sim.perf import StepTimeModel
 from vllm_sim.server.dataset_setup import load_dataset
+from vllm_sim.server.grpc_server import GrpcServer
 
 MB = 1024 * 1024
 
@@ -63,6 +65,9 @@ class Instance:
     control: RuntimeControl
     # Started with the server, cancelled when it stops (fake-metric generators).
     background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
+    # The gRPC side sharing the port, made on the running event loop (given the start
+    # time); None where vLLM serves none (an encoder-only node).
+    grpc: Callable[[float], GrpcServer] | None = None
 
 
 def pod_headers(cfg: Config, port: int) -> tuple[tuple[bytes, bytes], ...]:
@@ -176,7 +181,22 @@ def build_instance(
         Cors(project(CorsPolicy, cfg)),
         observer=http_metrics.record,
     )
-    return Instance(cfg, port, app, engine, readiness, control, background)
+    grpc = None
+    if not cfg.mm_encoder_only:
+        guard = access.guard(GENERATE_PATH)
+
+        def grpc(started: float) -> GrpcServer:
+            state = GrpcState(
+                guard,
+                lambda: app.draining,
+                lambda: bool(engine.asleep),
+                started,
+                rank,
+                VLLM_VERSION,
+            )
+            return GrpcServer(ctx, state)
+
+    return Instance(cfg, port, app, engine, readiness, control, background, grpc)
 
 
 def _engine(

@@ -17,6 +17,7 @@ import uvloop
 from vllm_sim.config.model import Config
 from vllm_sim.http.connection import ACCESS_LOG, ConnectionLimits
 from vllm_sim.http.server import HttpServer
+from vllm_sim.http.splice import ALPN_PROTOCOLS
 from vllm_sim.server.build import Instance
 from vllm_sim.server.tls import TlsSetup
 
@@ -91,10 +92,19 @@ class SimulatorServer:
         )
         server = HttpServer(app.handle, app.max_body_bytes, limits)
         context = None if self._tls is None else self._tls.context
+        grpc_server = None
+        if instance.grpc is not None:
+            grpc_server = instance.grpc(time.monotonic())
+            await grpc_server.start()
+            server.grpc_target = grpc_server.target
+            if context is not None:
+                context.set_alpn_protocols(list(ALPN_PROTOCOLS))
         try:
             await server.listen(self._host, instance.port, context)
         except OSError as exc:
             log.error("cannot listen on %s:%d: %s", self._host, instance.port, exc.strerror)
+            if grpc_server is not None:
+                await grpc_server.stop(0)
             return 1
         self._announce()
         loop = asyncio.get_running_loop()
@@ -109,6 +119,8 @@ class SimulatorServer:
             await self._stopped.wait()
         for task in background:
             task.cancel()
+        if grpc_server is not None:
+            await grpc_server.stop(CLOSE_GRACE)
         await server.shutdown(CLOSE_GRACE)
         return self.exit_status
 

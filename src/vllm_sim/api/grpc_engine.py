@@ -1,0 +1,369 @@
+"""The vLLM gRPC engine service (`vllm.grpc.engine.VllmEngine`): its requests are parsed
+into the token-in endpoint's terms and run through the one pipeline; its answers are
+encoded as the contract's messages.
+
+Gateways that tokenize themselves (the SGLang router, now the Shepherd Model Gateway) call
+`Generate` with token ids and read one message per token. The requests share everything
+with the HTTP ones: queue, timing, KV cache and events, metrics, failure injection, API
+keys (from the call's metadata), request ids, and aborting (a cancelled call, or `Abort`
+by id, frees its slot at once).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+import msgspec
+
+from vllm_sim.api.capabilities import GENERATE
+from vllm_sim.api.context import ApiContext
+from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
+from vllm_sim.api.errors import as_request_error
+from vllm_sim.api.pipeline import admit
+from vllm_sim.api.sampling import EngineSampling, check_sampling
+from vllm_sim.engine.errors import RequestAborted
+from vllm_sim.engine.request import Prompt
+from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.errors import RequestError
+from vllm_sim.http.access import Guard
+from vllm_sim.http.messages import Headers, HttpRequest
+from vllm_sim.proto import engine_pb2 as pb
+from vllm_sim.proto import engine_pb2_grpc
+
+SERVICE = "vllm.grpc.engine.VllmEngine"
+GENERATE_PATH = f"/{SERVICE}/Generate"
+SERVER_TYPE = "vllm-grpc"  # what vLLM's own gRPC server says it is
+_MAX_UINT32 = 2**32 - 1
+
+# The HTTP status a refusal carries, as the gRPC status gateways expect for it.
+_STATUS: dict[int, grpc.StatusCode] = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED,
+    404: grpc.StatusCode.NOT_FOUND,
+    409: grpc.StatusCode.ABORTED,
+    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    500: grpc.StatusCode.INTERNAL,
+    501: grpc.StatusCode.UNIMPLEMENTED,
+    503: grpc.StatusCode.UNAVAILABLE,
+    504: grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+
+
+# A call's context; the servicer reads its metadata and ends it with a status.
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def grpc_status(http_status: int) -> grpc.StatusCode:
+    return _STATUS.get(http_status, grpc.StatusCode.UNKNOWN)
+
+
+class GrpcSampling(EngineSampling, kw_only=True):
+    max_tokens: int | None = None
+
+
+class GrpcGenerateBody(OpenAIBody, kw_only=True):
+    """A Generate request in the pipeline's terms: token ids, or a text to tokenize."""
+
+    token_ids: list[int] | None = None
+    text: str | None = None
+    sampling_params: GrpcSampling | None = None
+
+
+# SamplingParams fields the engine reads, by their name in both the contract and the
+# token-in endpoint's sampling params. Proto3 leaves a plain field at its zero when unset,
+# so only `optional` fields (and non-zero plain ones) say something was asked for.
+_OPTIONAL_SAMPLING = ("temperature", "max_tokens", "seed", "logprobs", "prompt_logprobs")
+_PLAIN_SAMPLING = ("top_p", "top_k", "min_p", "min_tokens", "ignore_eos", "n")
+_LIST_SAMPLING = ("stop", "stop_token_ids")
+
+
+def sampling_of(params: pb.SamplingParams) -> dict[str, Any]:
+    """The sampling params a Generate asked for, as the token-in endpoint's JSON."""
+    asked: dict[str, Any] = {}
+    for name in _OPTIONAL_SAMPLING:
+        if params.HasField(name):
+            asked[name] = getattr(params, name)
+    for name in _PLAIN_SAMPLING:
+        value = getattr(params, name)
+        if value:
+            asked[name] = value
+    for name in _LIST_SAMPLING:
+        values = list(getattr(params, name))
+        if values:
+            asked[name] = values
+    return asked
+
+
+def body_of(message: pb.GenerateRequest) -> GrpcGenerateBody:
+    """The pipeline's body of a Generate request; RequestError naming a field it refuses."""
+    params = sampling_of(message.sampling_params)
+    ignore_eos = bool(params.pop("ignore_eos", False))
+    try:
+        sampling = msgspec.convert(params, GrpcSampling)
+    except msgspec.ValidationError as error:
+        raise RequestError(400, f"invalid sampling_params: {error}", "sampling_params") from None
+    which = message.WhichOneof("input")
+    return GrpcGenerateBody(
+        stream=message.stream,
+        ignore_eos=ignore_eos or None,
+        token_ids=list(message.tokenized.input_ids) if which == "tokenized" else None,
+        text=message.text if which == "text" else None,
+        sampling_params=sampling,
+    )
+
+
+class GrpcGenerateEndpoint(Endpoint[GrpcGenerateBody]):
+    """Generate, as the pipeline runs it. Its answers are messages, written by the
+    servicer, not by the HTTP encoders."""
+
+    def __init__(self) -> None:
+        super().__init__(GENERATE_PATH, GENERATE)
+
+    def options(self, body: GrpcGenerateBody) -> Options:
+        params = body.sampling_params or GrpcSampling()
+        options = Options.of(body, params.max_tokens, "sampling_params.max_tokens")
+        check_sampling(params, options)
+        return options
+
+    def plan(self, ctx: ApiContext, body: GrpcGenerateBody) -> Plan:
+        if body.token_ids is not None:
+            return Plan([Prompt(body.token_ids)])
+        text = body.text or ""  # neither input: the empty text
+        ids = ctx.tokenizer.encode(text, True) if text else []
+        if not ids:
+            raise RequestError(400, "The decoder prompt cannot be empty", "text")
+        return Plan([Prompt(ids, text)])
+
+
+@dataclass(slots=True)
+class GrpcState:
+    """What the servicer reads of the server beyond the pipeline's context."""
+
+    guard: Guard | None  # the API keys, checked against the call's metadata
+    draining: Callable[[], bool]
+    sleeping: Callable[[], bool]
+    started: float  # time.monotonic() at start-up
+    rank: int = 0  # this instance's data-parallel rank
+    version: str = ""  # the vLLM version the server says it is
+
+
+class VllmEngineServicer(engine_pb2_grpc.VllmEngineServicer):
+    """The service's RPCs over one instance."""
+
+    def __init__(self, ctx: ApiContext, state: GrpcState) -> None:
+        self._ctx = ctx
+        self._state = state
+        self._endpoint = GrpcGenerateEndpoint()
+        self._running: dict[str, RequestStream] = {}  # in-flight Generate calls by id
+        self._last_receive = 0.0
+
+    # -- Generate --
+
+    async def Generate(
+        self, request: pb.GenerateRequest, context: Context
+    ) -> AsyncIterator[pb.GenerateResponse]:
+        self._last_receive = time.time()
+        try:
+            call = await self._admit(request, context)
+        except RequestError as error:
+            await context.abort(grpc_status(error.status), error.message)
+        stream, request_id = call.stream, call.request_id
+        self._running[request_id] = stream
+        try:
+            if call.options.stream:
+                async for message in _streamed(call):
+                    yield message
+            else:
+                await stream.wait_done()
+                _raise_failure(stream)
+                yield _complete(stream.sequences[0], whole=True)
+        except RequestError as error:
+            await context.abort(grpc_status(error.status), error.message)
+        except RequestAborted:
+            await context.abort(grpc.StatusCode.CANCELLED, "the request was aborted")
+        finally:
+            if self._running.get(request_id) is stream:
+                del self._running[request_id]
+            stream.abort()  # a cancelled call frees its slot at once; a no-op once done
+
+    async def _admit(self, request: pb.GenerateRequest, context: Context) -> Call[GrpcGenerateBody]:
+        state = self._state
+        if state.draining():
+            raise RequestError(503, "server is shutting down")
+        headers = _headers(context)
+        if state.guard is not None:
+            refusal = state.guard("POST", headers)
+            if refusal is not None:
+                raise refusal
+        if request.request_id:
+            headers.append((b"x-request-id", request.request_id.encode()))
+        http = HttpRequest("POST", GENERATE_PATH, b"", headers, b"", _no_watch, 0)
+        body = body_of(request)
+        if request.request_id in self._running:
+            raise RequestError(409, f"request already exists for id {request.request_id}")
+        call, _ = await admit(self._ctx, self._endpoint, http, (body, request.ByteSize()))
+        return call
+
+    # -- the other RPCs --
+
+    async def Abort(self, request: pb.AbortRequest, context: Context) -> pb.AbortResponse:
+        for request_id in request.request_ids:
+            stream = self._running.get(request_id)
+            if stream is not None:
+                stream.abort()
+        return pb.AbortResponse()
+
+    async def HealthCheck(
+        self, request: pb.HealthCheckRequest, context: Context
+    ) -> pb.HealthCheckResponse:
+        if self._state.draining():
+            return pb.HealthCheckResponse(healthy=False, message="server is shutting down")
+        if self._state.sleeping():
+            return pb.HealthCheckResponse(healthy=False, message="engine is sleeping")
+        return pb.HealthCheckResponse(healthy=True, message="OK")
+
+    async def GetModelInfo(
+        self, request: pb.GetModelInfoRequest, context: Context
+    ) -> pb.GetModelInfoResponse:
+        settings = self._ctx.settings
+        return pb.GetModelInfoResponse(
+            model_path=settings.base_model,
+            is_generation=True,
+            max_context_length=settings.max_model_len,
+            vocab_size=min(self._ctx.tokenizer.max_token_id + 1, _MAX_UINT32),
+            served_model_name=settings.display_model,
+            tokenizer_path=settings.base_model,
+            max_req_input_len=settings.max_model_len,
+        )
+
+    async def GetServerInfo(
+        self, request: pb.GetServerInfoRequest, context: Context
+    ) -> pb.GetServerInfoResponse:
+        engine = self._ctx.engine
+        return pb.GetServerInfoResponse(
+            active_requests=engine.open_requests,
+            is_paused=engine.paused is not None,
+            last_receive_timestamp=self._last_receive,
+            uptime_seconds=time.monotonic() - self._state.started,
+            server_type=SERVER_TYPE,
+            data_parallel_size=1,
+            block_size=self._ctx.settings.block_size,
+            max_num_seqs=engine.limits.max_num_seqs,
+        )
+
+    async def GetLoads(self, request: pb.GetLoadsRequest, context: Context) -> pb.GetLoadsResponse:
+        rank = self._state.rank
+        if request.HasField("dp_rank") and request.dp_rank != rank:
+            message = f"data-parallel rank {request.dp_rank} is not served here (rank {rank})"
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
+        return pb.GetLoadsResponse(
+            timestamp=datetime.now(UTC).isoformat(),
+            version=self._state.version,
+            dp_rank_count=1,
+            loads=[self._load(rank)],
+        )
+
+    def _load(self, rank: int) -> pb.SchedulerLoad:
+        engine = self._ctx.engine
+        running, waiting = engine.num_running, engine.num_waiting
+        cap = engine.limits.max_num_seqs
+        load = pb.SchedulerLoad(
+            dp_rank=rank,
+            num_running_reqs=running,
+            num_waiting_reqs=waiting,
+            num_total_reqs=running + waiting,
+            utilization=running / cap if cap else 0.0,
+            max_running_requests=cap,
+        )
+        if engine.kv is not None:
+            cache = engine.kv.cache
+            load.num_used_tokens = cache.held_blocks * cache.block_size
+            load.max_total_num_tokens = cache.capacity * cache.block_size
+            load.token_usage = cache.usage
+        return load
+
+    async def FlushCache(
+        self, request: pb.FlushCacheRequest, context: Context
+    ) -> pb.FlushCacheResponse:
+        # As vLLM's /reset_prefix_cache: refused while requests run (their blocks are in use).
+        if self._ctx.engine.reset_prefix_cache():
+            return pb.FlushCacheResponse(success=True, message="prefix cache flushed")
+        return pb.FlushCacheResponse(
+            success=False, message="the prefix cache cannot be flushed while requests run"
+        )
+
+
+def _no_watch(callback: Callable[[], None]) -> Callable[[], None]:
+    """A gRPC call's cancellation ends its handler, which aborts the request itself."""
+    return _nothing
+
+
+def _nothing() -> None:
+    return None
+
+
+def _headers(context: Context) -> Headers:
+    """The call's metadata as HTTP headers (lower-case names, as gRPC sends them)."""
+    headers: Headers = []
+    for key, value in context.invocation_metadata() or ():
+        if isinstance(value, str):
+            headers.append((key.encode(), value.encode("latin-1", "replace")))
+    return headers
+
+
+async def _streamed(call: Call[GrpcGenerateBody]) -> AsyncIterator[pb.GenerateResponse]:
+    """One chunk per token as the engine releases it, then the closing message."""
+    stream = call.stream
+    seq = stream.sequences[0]
+    while True:
+        if not stream.has_news():
+            await stream.notification()
+            continue
+        _raise_failure(stream)
+        ids = seq.output_ids
+        while seq.sent < seq.emitted:
+            index = seq.sent
+            seq.sent += 1
+            yield pb.GenerateResponse(
+                chunk=pb.GenerateStreamChunk(
+                    token_ids=[ids[index]],
+                    prompt_tokens=seq.prompt_tokens,
+                    completion_tokens=1,
+                    cached_tokens=seq.cached_tokens,
+                )
+            )
+        if stream.done:
+            _raise_failure(stream)
+            yield _complete(seq, whole=False)
+            return
+
+
+def _complete(seq: Sequence, whole: bool) -> pb.GenerateResponse:
+    """The closing message: every output id when nothing was streamed, else none (the
+    chunks carried them)."""
+    ids = seq.output_ids if whole else []
+    return pb.GenerateResponse(
+        complete=pb.GenerateComplete(
+            output_ids=ids,
+            finish_reason=str(seq.finish_reason or "stop"),
+            prompt_tokens=seq.prompt_tokens,
+            completion_tokens=len(ids),
+            cached_tokens=seq.cached_tokens,
+        )
+    )
+
+
+def _raise_failure(stream: RequestStream) -> None:
+    error = stream.error
+    if error is None:
+        return
+    if isinstance(error, RequestAborted):
+        raise error
+    raise as_request_error(error)

@@ -1,0 +1,266 @@
+"""The gRPC engine service on the HTTP port, through a real server: a client generated from
+our .proto, HTTP answering on the same port during the calls, and the shared engine
+(queue, metrics, cancellation, failure injection, API keys)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import grpc
+import httpx
+import pytest
+
+from tests.support.grpc_client import engine_stub
+from tests.support.metrics import scrape
+from tests.support.server import SimServer
+from vllm_sim.proto import engine_pb2 as pb
+from vllm_sim.proto import engine_pb2_grpc as pb_grpc
+
+IDS = [32, 45, 78, 13]
+
+
+@pytest.fixture(scope="module")
+def echo() -> Iterator[SimServer]:
+    args = ["--mode", "echo", "--max-num-seqs", "4", "--max-model-len", "256"]
+    with SimServer(args) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def stub(echo: SimServer) -> Iterator[pb_grpc.VllmEngineStub]:
+    with grpc.insecure_channel(f"127.0.0.1:{echo.port}") as channel:
+        yield engine_stub(channel)
+
+
+def generate(
+    ids: list[int], max_tokens: int | None = None, stream: bool = False, request_id: str = ""
+) -> pb.GenerateRequest:
+    params = pb.SamplingParams() if max_tokens is None else pb.SamplingParams(max_tokens=max_tokens)
+    return pb.GenerateRequest(
+        request_id=request_id,
+        tokenized=pb.TokenizedInput(input_ids=ids),
+        sampling_params=params,
+        stream=stream,
+    )
+
+
+def running(server: SimServer) -> float:
+    with httpx.Client(base_url=server.url) as client:
+        return scrape(client).value("vllm:num_requests_running")
+
+
+def test_generate_and_http_share_the_port(echo: SimServer, stub: pb_grpc.VllmEngineStub) -> None:
+    [message] = list(stub.Generate(generate(IDS, 128)))
+    complete = message.complete
+    assert list(complete.output_ids[: len(IDS)]) == IDS
+    assert complete.prompt_tokens == len(IDS)
+    assert complete.completion_tokens == len(complete.output_ids)
+    assert complete.finish_reason == "stop"
+    answer = httpx.get(echo.url + "/v1/models", timeout=10)
+    assert answer.status_code == 200
+    assert answer.json()["data"][0]["id"] == echo.model
+
+
+def test_a_stream_is_one_chunk_per_token_then_the_end(stub: pb_grpc.VllmEngineStub) -> None:
+    messages = list(stub.Generate(generate(IDS, 128, stream=True)))
+    chunks, last = messages[:-1], messages[-1]
+    assert all(m.WhichOneof("response") == "chunk" for m in chunks)
+    assert [m.chunk.token_ids[0] for m in chunks][: len(IDS)] == IDS
+    assert all(len(m.chunk.token_ids) == 1 for m in chunks)
+    assert all(m.chunk.completion_tokens == 1 for m in chunks)
+    assert all(m.chunk.prompt_tokens == len(IDS) for m in chunks)
+    assert last.WhichOneof("response") == "complete"
+    assert last.complete.finish_reason == "stop"
+    assert last.complete.prompt_tokens == len(IDS)
+
+
+def test_max_tokens_ends_with_length(stub: pb_grpc.VllmEngineStub) -> None:
+    [message] = list(stub.Generate(generate(IDS, 3)))
+    assert message.complete.finish_reason == "length"
+    # Echo repeats the prompt whole, as on HTTP's token-in endpoint.
+    assert list(message.complete.output_ids) == IDS
+    assert message.complete.completion_tokens == len(IDS)
+
+
+def test_text_input_is_tokenized(stub: pb_grpc.VllmEngineStub) -> None:
+    request = pb.GenerateRequest(text="This is a test.", sampling_params=pb.SamplingParams())
+    [message] = list(stub.Generate(request))
+    assert message.complete.prompt_tokens > 0
+    assert message.complete.completion_tokens > 0
+
+
+@pytest.mark.parametrize(
+    ("request_", "start"),
+    [
+        (generate(IDS, 0), "Max completion tokens and max tokens should be positive"),
+        (generate(IDS * 40, 200), "This model's maximum context length is 256 tokens"),
+        (pb.GenerateRequest(), "The decoder prompt cannot be empty"),
+    ],
+    ids=["max_tokens 0", "context", "empty"],
+)
+def test_bad_requests_are_invalid_argument(
+    stub: pb_grpc.VllmEngineStub, request_: pb.GenerateRequest, start: str
+) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        list(stub.Generate(request_))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (caught.value.details() or "").startswith(start)
+
+
+def test_model_and_server_info(echo: SimServer, stub: pb_grpc.VllmEngineStub) -> None:
+    info = stub.GetModelInfo(pb.GetModelInfoRequest())
+    assert info.model_path == echo.model
+    assert info.served_model_name == echo.model
+    assert info.is_generation
+    assert info.max_context_length == 256
+    server = stub.GetServerInfo(pb.GetServerInfoRequest())
+    assert server.server_type == "vllm-grpc"
+    assert server.uptime_seconds > 0
+    assert server.max_num_seqs == 4
+    health = stub.HealthCheck(pb.HealthCheckRequest())
+    assert health.healthy
+
+
+def test_loads_count_the_running_requests(echo: SimServer) -> None:
+    args = ["--max-num-seqs", "1", "--time-to-first-token", "3s"]
+    with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        stub = engine_stub(ch)
+        calls = [stub.Generate(generate(IDS, 5)) for _ in range(2)]
+        deadline = time.monotonic() + 5
+        loads = stub.GetLoads(pb.GetLoadsRequest())
+        while loads.loads[0].num_total_reqs < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+            loads = stub.GetLoads(pb.GetLoadsRequest())
+        [load] = loads.loads
+        assert (load.num_running_reqs, load.num_waiting_reqs) == (1, 1)
+        assert load.max_running_requests == 1
+        assert load.max_total_num_tokens > 0
+        for call in calls:
+            call.cancel()
+
+
+def test_cancelling_a_stream_frees_its_slot_at_once() -> None:
+    args = ["--time-to-first-token", "10ms", "--inter-token-latency", "200ms"]
+    with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        stub = engine_stub(ch)
+        call = stub.Generate(generate(IDS, 100, stream=True))
+        next(call)  # the first token: it runs
+        assert running(server) == 1
+        call.cancel()
+        deadline = time.monotonic() + 1.0
+        while running(server) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert running(server) == 0
+
+
+def test_abort_by_id_ends_the_call_and_frees_its_slot() -> None:
+    args = ["--time-to-first-token", "10ms", "--inter-token-latency", "200ms"]
+    with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        stub = engine_stub(ch)
+        call = stub.Generate(generate(IDS, 100, stream=True, request_id="job-7"))
+        next(call)
+        stub.Abort(pb.AbortRequest(request_ids=["job-7", "unknown"]))
+        with pytest.raises(grpc.RpcError) as caught:
+            list(call)
+        assert caught.value.code() == grpc.StatusCode.CANCELLED
+        assert running(server) == 0
+
+
+def test_a_duplicate_running_id_is_refused() -> None:
+    args = ["--time-to-first-token", "2s"]
+    with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        stub = engine_stub(ch)
+        first = stub.Generate(generate(IDS, 2, request_id="same"))
+        deadline = time.monotonic() + 5
+        while running(server) < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with pytest.raises(grpc.RpcError) as caught:
+            list(stub.Generate(generate(IDS, 2, request_id="same")))
+        assert caught.value.code() == grpc.StatusCode.ABORTED
+        first.cancel()
+
+
+@pytest.mark.parametrize(
+    ("kind", "code", "start"),
+    [
+        ("server_error", grpc.StatusCode.UNAVAILABLE, "The server is overloaded or not ready yet."),
+        ("rate_limit", grpc.StatusCode.RESOURCE_EXHAUSTED, "Rate limit reached for"),
+        ("invalid_api_key", grpc.StatusCode.UNAUTHENTICATED, "Incorrect API key provided"),
+        ("model_not_found", grpc.StatusCode.NOT_FOUND, "The model"),
+        ("context_length", grpc.StatusCode.INVALID_ARGUMENT, "This model's maximum context"),
+        ("invalid_request", grpc.StatusCode.INVALID_ARGUMENT, "Invalid request"),
+    ],
+)
+def test_injected_failures_map_to_grpc_status(kind: str, code: grpc.StatusCode, start: str) -> None:
+    args = ["--failure-injection-rate", "100", "--failure-types", kind]
+    with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        stub = engine_stub(ch)
+        with pytest.raises(grpc.RpcError) as caught:
+            list(stub.Generate(generate(IDS, 4, stream=True)))
+        assert caught.value.code() == code
+        assert (caught.value.details() or "").startswith(start)
+        with httpx.Client(base_url=server.url) as client:
+            assert scrape(client).value("vllm:request_success_total", finished_reason="stop") == 0
+
+
+def test_api_keys_are_read_from_the_metadata() -> None:
+    server = SimServer(["--api-key", "sk-test"])
+    with server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        stub = engine_stub(ch)
+        with pytest.raises(grpc.RpcError) as caught:
+            list(stub.Generate(generate(IDS, 2)))
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        metadata = (("authorization", "Bearer sk-test"),)
+        [message] = list(stub.Generate(generate(IDS, 2), metadata=metadata))
+        assert message.complete.completion_tokens == 2
+
+
+def test_a_full_queue_is_resource_exhausted() -> None:
+    args = ["--max-num-seqs", "1", "--max-waiting-queue-length", "1", "--time-to-first-token", "3s"]
+    with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        stub = engine_stub(ch)
+        held = [stub.Generate(generate(IDS, 2)) for _ in range(2)]
+        deadline = time.monotonic() + 5
+        loads = stub.GetLoads(pb.GetLoadsRequest())
+        while loads.loads[0].num_total_reqs < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+            loads = stub.GetLoads(pb.GetLoadsRequest())
+        with pytest.raises(grpc.RpcError) as caught:
+            list(stub.Generate(generate(IDS, 2)))
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        for call in held:
+            call.cancel()
+
+
+def test_metrics_count_grpc_requests(echo: SimServer, stub: pb_grpc.VllmEngineStub) -> None:
+    with httpx.Client(base_url=echo.url) as client:
+        before = scrape(client).value("vllm:prompt_tokens_total")
+        list(stub.Generate(generate(list(range(1, 22)), 25)))
+        after = scrape(client).value("vllm:prompt_tokens_total")
+    assert after - before == 21
+
+
+def test_the_same_prompt_again_hits_the_prefix_cache(stub: pb_grpc.VllmEngineStub) -> None:
+    prompt = list(range(100, 164))  # four full blocks of 16
+    list(stub.Generate(generate(prompt, 2)))
+    [message] = list(stub.Generate(generate(prompt, 2)))
+    assert message.complete.cached_tokens > 0
+    assert message.complete.cached_tokens % 16 == 0
+
+
+def test_http_keeps_answering_during_a_long_call(echo: SimServer) -> None:
+    args = ["--time-to-first-token", "10ms", "--inter-token-latency", "50ms"]
+    with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        stub = engine_stub(ch)
+        received: list[pb.GenerateResponse] = []
+        worker = threading.Thread(
+            target=lambda: received.extend(stub.Generate(generate(IDS, 20, stream=True)))
+        )
+        worker.start()
+        with httpx.Client(base_url=server.url, timeout=10) as client:
+            for _ in range(5):
+                assert client.get("/health").status_code == 200
+        worker.join(10)
+        assert received[-1].WhichOneof("response") == "complete"
