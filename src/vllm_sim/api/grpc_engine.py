@@ -24,9 +24,13 @@ from vllm_sim.api.capabilities import GENERATE
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
 from vllm_sim.api.errors import as_request_error
+from vllm_sim.api.logprobs import check_logprobs_count
 from vllm_sim.api.pipeline import admit
 from vllm_sim.api.sampling import EngineSampling, check_sampling
+from vllm_sim.api.transfer import KvTransferParams, prefill_answer
 from vllm_sim.engine.errors import RequestAborted
+from vllm_sim.engine.generation.logprobs import token_logprob, top_alternatives
+from vllm_sim.engine.generation.stops import StopRules
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
@@ -66,6 +70,7 @@ def grpc_status(http_status: int) -> grpc.StatusCode:
 
 class GrpcSampling(EngineSampling, kw_only=True):
     max_tokens: int | None = None
+    logprobs: int | None = None
 
 
 class GrpcGenerateBody(OpenAIBody, kw_only=True):
@@ -80,7 +85,15 @@ class GrpcGenerateBody(OpenAIBody, kw_only=True):
 # token-in endpoint's sampling params. Proto3 leaves a plain field at its zero when unset,
 # so only `optional` fields (and non-zero plain ones) say something was asked for.
 _OPTIONAL_SAMPLING = ("temperature", "max_tokens", "seed", "logprobs", "prompt_logprobs")
-_PLAIN_SAMPLING = ("top_p", "top_k", "min_p", "min_tokens", "ignore_eos", "n")
+_PLAIN_SAMPLING = (
+    "top_p",
+    "top_k",
+    "min_p",
+    "min_tokens",
+    "ignore_eos",
+    "n",
+    "include_stop_str_in_output",
+)
 _LIST_SAMPLING = ("stop", "stop_token_ids")
 
 
@@ -113,10 +126,26 @@ def body_of(message: pb.GenerateRequest) -> GrpcGenerateBody:
     return GrpcGenerateBody(
         stream=message.stream,
         ignore_eos=ignore_eos or None,
+        kv_transfer_params=_transfer_of(message),
         token_ids=list(message.tokenized.input_ids) if which == "tokenized" else None,
         text=message.text if which == "text" else None,
         sampling_params=sampling,
     )
+
+
+def _transfer_of(message: pb.GenerateRequest) -> KvTransferParams | None:
+    """vLLM's kv_transfer_params as JSON (what P/D routers send), else the typed pair of
+    a bootstrap address."""
+    if message.HasField("kv_transfer_params_json"):
+        try:
+            return msgspec.json.decode(message.kv_transfer_params_json, type=KvTransferParams)
+        except msgspec.DecodeError as error:
+            message_ = f"invalid kv_transfer_params_json: {error}"
+            raise RequestError(400, message_, "kv_transfer_params_json") from None
+    if message.HasField("kv_transfer_params"):
+        typed = message.kv_transfer_params
+        return KvTransferParams(remote_host=typed.remote_host, remote_port=typed.remote_port)
+    return None
 
 
 class GrpcGenerateEndpoint(Endpoint[GrpcGenerateBody]):
@@ -130,6 +159,20 @@ class GrpcGenerateEndpoint(Endpoint[GrpcGenerateBody]):
         params = body.sampling_params or GrpcSampling()
         options = Options.of(body, params.max_tokens, "sampling_params.max_tokens")
         check_sampling(params, options)
+        check_logprobs_count(params.logprobs, "sampling_params.logprobs")
+        options.transfer = body.kv_transfer_params
+        options.logprobs = params.logprobs
+        # What changes the generated text, as the OpenAI bodies' sampling fields do.
+        stop = params.stop
+        strings = (stop,) if isinstance(stop, str) else tuple(stop or ())
+        ids = frozenset(params.stop_token_ids or ())
+        if strings or ids or params.min_tokens:
+            options.stops = StopRules(
+                strings, ids, params.include_stop_str_in_output, params.min_tokens
+            )
+        options.seed = params.seed
+        options.greedy = params.temperature == 0
+        options.prompt_logprobs = params.prompt_logprobs
         return options
 
     def plan(self, ctx: ApiContext, body: GrpcGenerateBody) -> Plan:
@@ -183,7 +226,7 @@ class VllmEngineServicer(engine_pb2_grpc.VllmEngineServicer):
             else:
                 await stream.wait_done()
                 _raise_failure(stream)
-                yield _complete(stream.sequences[0], whole=True)
+                yield _complete(call, whole=True)
         except RequestError as error:
             await context.abort(grpc_status(error.status), error.message)
         except RequestAborted:
@@ -205,6 +248,12 @@ class VllmEngineServicer(engine_pb2_grpc.VllmEngineServicer):
         if request.request_id:
             headers.append((b"x-request-id", request.request_id.encode()))
         http = HttpRequest("POST", GENERATE_PATH, b"", headers, b"", _no_watch, 0)
+        if request.HasField("data_parallel_rank") and request.data_parallel_rank != state.rank:
+            message = (
+                f"data_parallel_rank {request.data_parallel_rank} is not served here "
+                f"(this port serves rank {state.rank})"
+            )
+            raise RequestError(400, message, "data_parallel_rank")
         body = body_of(request)
         if request.request_id in self._running:
             raise RequestError(409, f"request already exists for id {request.request_id}")
@@ -322,6 +371,7 @@ async def _streamed(call: Call[GrpcGenerateBody]) -> AsyncIterator[pb.GenerateRe
     """One chunk per token as the engine releases it, then the closing message."""
     stream = call.stream
     seq = stream.sequences[0]
+    logprobs = _Logprobs(call) if call.options.logprobs is not None else None
     while True:
         if not stream.has_news():
             await stream.notification()
@@ -331,33 +381,76 @@ async def _streamed(call: Call[GrpcGenerateBody]) -> AsyncIterator[pb.GenerateRe
         while seq.sent < seq.emitted:
             index = seq.sent
             seq.sent += 1
-            yield pb.GenerateResponse(
-                chunk=pb.GenerateStreamChunk(
-                    token_ids=[ids[index]],
-                    prompt_tokens=seq.prompt_tokens,
-                    completion_tokens=1,
-                    cached_tokens=seq.cached_tokens,
-                )
+            chunk = pb.GenerateStreamChunk(
+                token_ids=[ids[index]],
+                prompt_tokens=seq.prompt_tokens,
+                completion_tokens=1,
+                cached_tokens=seq.cached_tokens,
             )
+            if logprobs is not None:
+                chunk.output_logprobs.CopyFrom(logprobs.of(seq, index, index + 1))
+            yield pb.GenerateResponse(chunk=chunk)
         if stream.done:
             _raise_failure(stream)
-            yield _complete(seq, whole=False)
+            yield _complete(call, whole=False)
             return
 
 
-def _complete(seq: Sequence, whole: bool) -> pb.GenerateResponse:
+def _complete(call: Call[GrpcGenerateBody], whole: bool) -> pb.GenerateResponse:
     """The closing message: every output id when nothing was streamed, else none (the
-    chunks carried them)."""
-    ids = seq.output_ids if whole else []
-    return pb.GenerateResponse(
-        complete=pb.GenerateComplete(
-            output_ids=ids,
-            finish_reason=str(seq.finish_reason or "stop"),
-            prompt_tokens=seq.prompt_tokens,
-            completion_tokens=len(ids),
-            cached_tokens=seq.cached_tokens,
-        )
+    chunks carried them); why it stopped, and where a prefill node's KV can be fetched."""
+    seq = call.stream.sequences[0]
+    ids = seq.output_ids[: seq.emitted] if whole else []
+    complete = pb.GenerateComplete(
+        output_ids=ids,
+        finish_reason=str(seq.finish_reason or "stop"),
+        prompt_tokens=seq.prompt_tokens,
+        completion_tokens=len(ids),
+        cached_tokens=seq.cached_tokens,
     )
+    stop = seq.stop_reason
+    if isinstance(stop, str):
+        complete.matched_stop_str = stop
+    elif isinstance(stop, int):
+        complete.matched_token_id = stop
+    if whole and call.options.logprobs is not None:
+        complete.output_logprobs.CopyFrom(_Logprobs(call).of(seq, 0, len(ids)))
+    transfer = call.options.transfer
+    if transfer is not None and transfer.do_remote_decode:
+        settings = call.ctx.settings
+        answer = prefill_answer(seq, settings.pod_ip, settings.block_size)
+        complete.kv_transfer_params_json = msgspec.json.encode(answer).decode()
+        complete.kv_transfer_params.remote_host = answer["remote_host"]
+        complete.kv_transfer_params.remote_port = answer["remote_port"]
+    return pb.GenerateResponse(complete=complete)
+
+
+class _Logprobs:
+    """The synthetic logprobs every API reports (the same values as HTTP's), with the
+    alternatives' token ids from the tokenizer."""
+
+    def __init__(self, call: Call[GrpcGenerateBody]) -> None:
+        self._top = call.options.logprobs or 0
+        self._tokenizer = call.ctx.tokenizer
+
+    def of(self, seq: Sequence, start: int, end: int) -> pb.OutputLogProbs:
+        out = pb.OutputLogProbs()
+        pieces, ids = seq.output_pieces, seq.output_ids
+        for position in range(start, end):
+            out.token_ids.append(ids[position])
+            out.token_logprobs.append(token_logprob(position))
+            if self._top:
+                top = out.top_logprobs.add()
+                for j, (piece, value) in enumerate(
+                    top_alternatives(pieces[position], position, self._top)
+                ):
+                    top.values.append(value)
+                    top.token_ids.append(ids[position] if j == 0 else self._id_of(piece))
+        return out
+
+    def _id_of(self, piece: str) -> int:
+        encoded = self._tokenizer.encode(piece, False)
+        return encoded[0] if encoded else 0
 
 
 def _raise_failure(stream: RequestStream) -> None:

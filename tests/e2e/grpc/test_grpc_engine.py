@@ -4,6 +4,7 @@ our .proto, HTTP answering on the same port during the calls, and the shared eng
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -264,3 +265,57 @@ def test_http_keeps_answering_during_a_long_call(echo: SimServer) -> None:
                 assert client.get("/health").status_code == 200
         worker.join(10)
         assert received[-1].WhichOneof("response") == "complete"
+
+
+def test_logprobs_come_with_each_chunk_and_the_whole_answer(
+    stub: pb_grpc.VllmEngineStub,
+) -> None:
+    request = generate(IDS, 3, stream=True)
+    request.sampling_params.logprobs = 2
+    chunks = [m.chunk for m in stub.Generate(request) if m.HasField("chunk")]
+    assert chunks
+    for chunk in chunks:
+        logprobs = chunk.output_logprobs
+        assert list(logprobs.token_ids) == list(chunk.token_ids)
+        assert len(logprobs.token_logprobs) == 1 and logprobs.token_logprobs[0] < 0
+        [top] = logprobs.top_logprobs
+        assert len(top.values) == 2 and top.token_ids[0] == chunk.token_ids[0]
+    request.stream = False
+    [message] = list(stub.Generate(request))
+    whole = message.complete.output_logprobs
+    assert list(whole.token_ids) == list(message.complete.output_ids)
+
+
+def test_a_stop_string_is_reported_as_matched(stub: pb_grpc.VllmEngineStub) -> None:
+    request = pb.GenerateRequest(
+        text="one two three four", sampling_params=pb.SamplingParams(stop=["three"])
+    )
+    [message] = list(stub.Generate(request))
+    assert message.complete.finish_reason == "stop"
+    assert message.complete.matched_stop_str == "three"
+
+
+def test_a_prefill_request_returns_where_its_kv_is(stub: pb_grpc.VllmEngineStub) -> None:
+    request = generate(IDS * 10, 1)
+    request.kv_transfer_params_json = '{"do_remote_decode": true}'
+    [message] = list(stub.Generate(request))
+    params = json.loads(message.complete.kv_transfer_params_json)
+    assert params["do_remote_prefill"] is True
+    assert params["remote_block_ids"] == [0, 1, 2]  # 40 tokens in blocks of 16
+    assert message.complete.kv_transfer_params.remote_port == params["remote_port"]
+
+
+def test_a_bad_transfer_json_and_another_rank_are_invalid(
+    stub: pb_grpc.VllmEngineStub,
+) -> None:
+    request = generate(IDS, 2)
+    request.kv_transfer_params_json = "{not json"
+    with pytest.raises(grpc.RpcError) as caught:
+        list(stub.Generate(request))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    request = generate(IDS, 2)
+    request.data_parallel_rank = 3
+    with pytest.raises(grpc.RpcError) as caught:
+        list(stub.Generate(request))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "data_parallel_rank 3" in (caught.value.details() or "")
