@@ -200,7 +200,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         sequences = parse_input(body.input, ctx.tokenizer)
     _check_size(sequences, dimensions)  # before any work is admitted
     try:
-        await _prefill(ctx, request, request_id, model, sequences)
+        await prefill(ctx, request, request_id, model, sequences)
     except RequestAborted:
         return Response(499, b"")  # the client is gone; nobody will read it
     if large or len(sequences) * dimensions > INLINE_VALUES:
@@ -208,7 +208,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     return _answer(sequences, shape)
 
 
-async def _prefill(
+async def prefill(
     ctx: ApiContext,
     request: HttpRequest,
     request_id: str,

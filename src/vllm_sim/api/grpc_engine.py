@@ -11,6 +11,7 @@ by id, frees its slot at once).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -22,8 +23,11 @@ import msgspec
 
 from vllm_sim.api.capabilities import GENERATE
 from vllm_sim.api.context import ApiContext
+from vllm_sim.api.embeddings import embedding_vector
+from vllm_sim.api.embeddings import prefill as prefill_embedding
 from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
 from vllm_sim.api.errors import as_request_error
+from vllm_sim.api.grpc_feeds import MAX_PENDING_EVENTS, KvEventFeed, tokenizer_archive
 from vllm_sim.api.logprobs import check_logprobs_count
 from vllm_sim.api.pipeline import admit
 from vllm_sim.api.sampling import EngineSampling, check_sampling
@@ -42,6 +46,9 @@ from vllm_sim.proto import engine_pb2_grpc
 SERVICE = "vllm.grpc.engine.VllmEngine"
 GENERATE_PATH = f"/{SERVICE}/Generate"
 SERVER_TYPE = "vllm-grpc"  # what vLLM's own gRPC server says it is
+NO_PROFILER = "profiling is not available: the simulator runs no model to profile"
+# A GetTokenizer stream's chunks: well under the 4 MiB a gRPC client accepts by default.
+TOKENIZER_CHUNK_BYTES = 1024 * 1024
 _MAX_UINT32 = 2**32 - 1
 
 # The HTTP status a refusal carries, as the gRPC status gateways expect for it.
@@ -205,6 +212,7 @@ class VllmEngineServicer(engine_pb2_grpc.VllmEngineServicer):
         self._state = state
         self._endpoint = GrpcGenerateEndpoint()
         self._running: dict[str, RequestStream] = {}  # in-flight Generate calls by id
+        self._tokenizer_zip: bytes | None = None  # made at the first GetTokenizer
         self._last_receive = 0.0
 
     # -- Generate --
@@ -238,16 +246,7 @@ class VllmEngineServicer(engine_pb2_grpc.VllmEngineServicer):
 
     async def _admit(self, request: pb.GenerateRequest, context: Context) -> Call[GrpcGenerateBody]:
         state = self._state
-        if state.draining():
-            raise RequestError(503, "server is shutting down")
-        headers = _headers(context)
-        if state.guard is not None:
-            refusal = state.guard("POST", headers)
-            if refusal is not None:
-                raise refusal
-        if request.request_id:
-            headers.append((b"x-request-id", request.request_id.encode()))
-        http = HttpRequest("POST", GENERATE_PATH, b"", headers, b"", _no_watch, 0)
+        http = self._http_request(context, request.request_id)
         if request.HasField("data_parallel_rank") and request.data_parallel_rank != state.rank:
             message = (
                 f"data_parallel_rank {request.data_parallel_rank} is not served here "
@@ -259,6 +258,21 @@ class VllmEngineServicer(engine_pb2_grpc.VllmEngineServicer):
             raise RequestError(409, f"request already exists for id {request.request_id}")
         call, _ = await admit(self._ctx, self._endpoint, http, (body, request.ByteSize()))
         return call
+
+    def _http_request(self, context: Context, request_id: str) -> HttpRequest:
+        """The call as the pipeline reads a request: its metadata as headers, its id as
+        X-Request-Id. Refuses it while the server drains, or without an accepted key."""
+        state = self._state
+        if state.draining():
+            raise RequestError(503, "server is shutting down")
+        headers = _headers(context)
+        if state.guard is not None:
+            refusal = state.guard("POST", headers)
+            if refusal is not None:
+                raise refusal
+        if request_id:
+            headers.append((b"x-request-id", request_id.encode()))
+        return HttpRequest("POST", GENERATE_PATH, b"", headers, b"", _no_watch, 0)
 
     # -- the other RPCs --
 
@@ -347,6 +361,74 @@ class VllmEngineServicer(engine_pb2_grpc.VllmEngineServicer):
         return pb.FlushCacheResponse(
             success=False, message="the prefix cache cannot be flushed while requests run"
         )
+
+    async def Embed(self, request: pb.EmbedRequest, context: Context) -> pb.EmbedResponse:
+        ctx = self._ctx
+        try:
+            http = self._http_request(context, request.request_id)
+            ids = list(request.tokenized.input_ids)
+            if not ids:
+                raise RequestError(400, "The decoder prompt cannot be empty", "tokenized")
+            model = ctx.resolve_model(None)
+            await prefill_embedding(ctx, http, ctx.request_id(http), model, [ids])
+        except RequestError as error:
+            await context.abort(grpc_status(error.status), error.message)
+        dimensions = ctx.settings.default_embedding_dimensions
+        return pb.EmbedResponse(
+            embedding=embedding_vector(ids, dimensions),
+            prompt_tokens=len(ids),
+            embedding_dim=dimensions,
+        )
+
+    async def GetTokenizer(
+        self, request: pb.GetTokenizerRequest, context: Context
+    ) -> AsyncIterator[pb.GetTokenizerChunk]:
+        folder = self._ctx.tokenizer.folder
+        if folder is None:
+            message = "no tokenizer files: the server uses its simulated tokenizer"
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, message)
+        if self._tokenizer_zip is None:
+            self._tokenizer_zip = await self._ctx.off_loop(tokenizer_archive, folder)
+        data = self._tokenizer_zip
+        digest = hashlib.sha256(data).hexdigest()
+        for start in range(0, max(len(data), 1), TOKENIZER_CHUNK_BYTES):
+            end = start + TOKENIZER_CHUNK_BYTES
+            last = end >= len(data)
+            yield pb.GetTokenizerChunk(data=data[start:end], sha256=digest if last else "")
+
+    async def SubscribeKvEvents(
+        self, request: pb.SubscribeKvEventsRequest, context: Context
+    ) -> AsyncIterator[pb.KvEventBatch]:
+        kv = self._ctx.engine.kv
+        if kv is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no KV cache")
+        feed = KvEventFeed(kv.cache.block_size)
+        stop = kv.cache.subscribe(feed.add)
+        try:
+            while True:
+                events = await feed.next()
+                if events is None:
+                    message = f"the subscriber fell {MAX_PENDING_EVENTS} KV events behind"
+                    await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+                feed.sequence += 1
+                yield pb.KvEventBatch(
+                    sequence_number=feed.sequence,
+                    timestamp=time.time(),
+                    events=events,
+                    dp_rank=self._state.rank,
+                )
+        finally:
+            stop()
+
+    async def StartProfile(
+        self, request: pb.StartProfileRequest, context: Context
+    ) -> pb.ProfileResponse:
+        return pb.ProfileResponse(success=False, message=NO_PROFILER)
+
+    async def StopProfile(
+        self, request: pb.StopProfileRequest, context: Context
+    ) -> pb.ProfileResponse:
+        return pb.ProfileResponse(success=False, message=NO_PROFILER)
 
 
 def _no_watch(callback: Callable[[], None]) -> Callable[[], None]:

@@ -35,8 +35,13 @@ class BlockCache:
     ) -> None:
         self.capacity = capacity
         self.block_size = block_size
-        self._publish = publish or (lambda _event: None)
-        self._publishing = publish is not None
+        # Events go to the configured sink (the ZMQ publisher) and to whoever subscribed
+        # meanwhile (gRPC streams); with neither, none are built.
+        self._sink = publish
+        self._subscribers: list[Callable[[KvEvent], None]] = []
+        self._publish: Callable[[KvEvent], None] = _drop
+        self._publishing = False
+        self._route()
         self.used: dict[BlockKey, int] = {}
         self.unused: OrderedDict[BlockKey, None] = OrderedDict()  # oldest release first
         self._tokens: dict[BlockKey, tuple[int, ...]] = {}
@@ -45,6 +50,32 @@ class BlockCache:
         self.own_blocks = 0
         self.loaded_models: set[str] = set()
         self.disabled = False
+
+    def subscribe(self, listener: Callable[[KvEvent], None]) -> Callable[[], None]:
+        """Calls `listener` with every event from now on; returns what stops it."""
+        self._subscribers.append(listener)
+        self._route()
+
+        def stop() -> None:
+            if listener in self._subscribers:
+                self._subscribers.remove(listener)
+                self._route()
+
+        return stop
+
+    def _route(self) -> None:
+        if self._subscribers:
+            self._publish, self._publishing = self._fan_out, True
+        elif self._sink is not None:
+            self._publish, self._publishing = self._sink, True
+        else:
+            self._publish, self._publishing = _drop, False
+
+    def _fan_out(self, event: KvEvent) -> None:
+        if self._sink is not None:
+            self._sink(event)
+        for listener in tuple(self._subscribers):
+            listener(event)
 
     @property
     def held_blocks(self) -> int:
@@ -219,3 +250,7 @@ class BlockCache:
                 lora.name if lora else None,
             )
         )
+
+
+def _drop(event: KvEvent) -> None:
+    """Where events go when nobody listens (none are built then)."""

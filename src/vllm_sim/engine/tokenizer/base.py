@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 
@@ -63,6 +64,9 @@ class Tokenizer(Protocol):
     max_token_id: int
     # Which tokenizer this is and where it came from, for the start-up log.
     description: str
+    # The folder of the model's tokenizer files (what gRPC's GetTokenizer sends); None
+    # for the simulated tokenizer, which has none.
+    folder: Path | None
     # Whether chats are rendered by a template from their OpenAI-shaped messages (else
     # from the flattened turns alone).
     uses_chat_template: bool

@@ -101,6 +101,7 @@ class HfTokenizer:
     def __init__(self, folder: Path, options: TemplateOptions | None = None) -> None:
         """Raises ValueError when the folder holds no usable tokenizer."""
         options = options or TemplateOptions()
+        self.folder: Path | None = folder
         path = folder / "tokenizer.json"
         if not path.is_file():
             raise ValueError(f"{folder} holds no tokenizer.json")

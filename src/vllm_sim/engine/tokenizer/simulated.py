@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Final
 
 from vllm_sim.engine.tokenizer import memo, vocab
@@ -60,6 +61,7 @@ class SimulatedTokenizer:
     eos_token_id: int = EOS_TOKEN_ID
     max_token_id: int = 2**32 - 1  # ids are 32-bit hashes of the pieces
     description: str = "the simulated tokenizer (words and punctuation, FNV-1a ids)"
+    folder: Path | None = None  # no files: it is not a model's tokenizer
     uses_chat_template: bool = False
     inline_body_bytes: int = 64 * 1024  # a regex pass: about 4 ms for 64 KiB of text
 
