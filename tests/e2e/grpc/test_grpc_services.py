@@ -121,9 +121,9 @@ def test_the_simulated_tokenizer_has_no_files(stub: pb_grpc.VllmEngineStub) -> N
 
 def test_get_tokenizer_sends_the_model_s_files(hf_models: dict[str, Path]) -> None:
     folder = hf_models["llama"]
-    with SimServer([], model=str(folder)) as server:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            chunks = list(engine_stub(channel).GetTokenizer(pb.GetTokenizerRequest()))
+    server = SimServer([], model=str(folder))
+    with server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        chunks = list(engine_stub(channel).GetTokenizer(pb.GetTokenizerRequest()))
     data = b"".join(chunk.data for chunk in chunks)
     assert chunks[-1].sha256 == hashlib.sha256(data).hexdigest()
     assert all(not chunk.sha256 for chunk in chunks[:-1])
