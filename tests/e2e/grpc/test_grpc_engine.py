@@ -319,3 +319,78 @@ def test_a_bad_transfer_json_and_another_rank_are_invalid(
         list(stub.Generate(request))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "data_parallel_rank 3" in (caught.value.details() or "")
+
+
+def test_an_unknown_method_is_unimplemented(echo: SimServer) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{echo.port}") as channel:
+        method = channel.unary_unary(
+            "/vllm.grpc.engine.VllmEngine/NoSuchMethod",
+            request_serializer=pb.HealthCheckRequest.SerializeToString,
+            response_deserializer=pb.HealthCheckResponse.FromString,
+        )
+        with pytest.raises(grpc.RpcError) as caught:
+            method(pb.HealthCheckRequest())
+    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_served_names_are_reported_and_generation_uses_the_first() -> None:
+    args = ["--served-model-name", "alias", "other"]
+    with SimServer(args, model="org/base") as server:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = engine_stub(channel)
+            info = stub.GetModelInfo(pb.GetModelInfoRequest())
+            [message] = list(stub.Generate(generate(IDS, 2)))
+        with httpx.Client(base_url=server.url) as client:
+            metrics = scrape(client)
+    assert info.model_path == "org/base"
+    assert info.served_model_name == "alias"
+    assert message.complete.completion_tokens == 2
+    assert metrics.value("vllm:prompt_tokens_total", model_name="alias") == len(IDS)
+
+
+def test_random_answers_end_by_length_only_at_max_tokens() -> None:
+    with SimServer([]) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        stub = engine_stub(ch)
+        for _ in range(10):
+            request = pb.GenerateRequest(
+                text="Tell me something.", sampling_params=pb.SamplingParams(max_tokens=12)
+            )
+            [message] = list(stub.Generate(request))
+            complete = message.complete
+            assert 0 < complete.completion_tokens <= 12
+            assert (complete.finish_reason == "length") == (complete.completion_tokens == 12)
+        streamed = list(stub.Generate(generate(IDS, 12, stream=True)))
+        assert len(streamed) >= 2
+        assert streamed[-1].WhichOneof("response") == "complete"
+
+
+def test_n_asks_for_one_sequence_over_grpc(stub: pb_grpc.VllmEngineStub) -> None:
+    request = generate(IDS, 128)
+    request.sampling_params.n = 3
+    [message] = list(stub.Generate(request))
+    assert list(message.complete.output_ids[: len(IDS)]) == IDS
+
+
+def test_a_cold_prompt_under_a_full_hit_threshold_ends_at_once() -> None:
+    args = ["--enable-kvcache", "--global-cache-hit-threshold", "1.0"]
+    server = SimServer(args, env={"POD_IP": "10.0.0.1"})
+    with server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        messages = list(engine_stub(ch).Generate(generate(list(range(40)), 10, stream=True)))
+    [message] = messages  # no chunk: nothing was generated
+    assert message.complete.finish_reason == "cache_threshold"
+    assert message.complete.completion_tokens == 0
+
+
+@pytest.mark.timing
+def test_generate_follows_the_configured_latencies() -> None:
+    args = ["--mode", "echo", "--time-to-first-token", "500ms", "--inter-token-latency", "200ms"]
+    with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        stub = engine_stub(ch)
+        started = time.monotonic()
+        list(stub.Generate(generate(IDS, 4)))
+        whole = time.monotonic() - started
+        started = time.monotonic()
+        arrivals = [time.monotonic() - started for _ in stub.Generate(generate(IDS, 4, True))]
+    assert 1.1 < whole < 3.0  # 500 ms, then three gaps of 200 ms
+    assert arrivals[0] > 0.45
+    assert arrivals[-1] > 1.05
