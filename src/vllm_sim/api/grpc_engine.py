@@ -201,6 +201,7 @@ class GrpcState:
     sleeping: Callable[[], bool]
     started: float  # time.monotonic() at start-up
     rank: int = 0  # this instance's data-parallel rank
+    ranks: int = 1  # data-parallel ranks in all (each serves its own port)
     version: str = ""  # the vLLM version the server says it is
 
 
@@ -316,7 +317,7 @@ class VllmEngineServicer(engine_pb2_grpc.VllmEngineServicer):
             last_receive_timestamp=self._last_receive,
             uptime_seconds=time.monotonic() - self._state.started,
             server_type=SERVER_TYPE,
-            data_parallel_size=1,
+            data_parallel_size=self._state.ranks,
             block_size=self._ctx.settings.block_size,
             max_num_seqs=engine.limits.max_num_seqs,
         )
@@ -329,7 +330,7 @@ class VllmEngineServicer(engine_pb2_grpc.VllmEngineServicer):
         return pb.GetLoadsResponse(
             timestamp=datetime.now(UTC).isoformat(),
             version=self._state.version,
-            dp_rank_count=1,
+            dp_rank_count=self._state.ranks,
             loads=[self._load(rank)],
         )
 

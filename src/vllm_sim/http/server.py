@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from vllm_sim.http.connection import Application, ConnectionLimits, HttpConnection, access_log
+from vllm_sim.http.sniffing_listener import SniffingListener
 from vllm_sim.http.splice import Splice
 from vllm_sim.http.wire import DateHeader
 
@@ -74,6 +75,7 @@ class HttpServer:
         # the HTTP/2 preface are spliced to it (see splice.py). None: HTTP/1.1 only.
         self.grpc_target: str | None = None
         self.splices: set[Splice] = set()
+        self._sniffing: SniffingListener | None = None
 
     async def listen(
         self,
@@ -86,6 +88,14 @@ class HttpServer:
         # A TLS handshake that stalls holds a descriptor the connection cap cannot see yet
         # (the connection exists only once it completes): it gets the head's time.
         handshake = self.limits.head_timeout if ssl_context is not None else None
+        if ssl_context is not None and self.grpc_target is not None:
+            # gRPC in clear shares the TLS port: each connection is looked at first.
+            sniffing = SniffingListener(self.loop, factory, ssl_context, self.limits.head_timeout)
+            sniffing.listen(host, port, backlog)
+            self._sniffing = sniffing
+            self.port = sniffing.port
+            self._sweeper = self.loop.call_later(_SWEEP_INTERVAL, self._sweep)
+            return
         server = await self.loop.create_server(
             factory,
             host or None,
@@ -159,6 +169,8 @@ class HttpServer:
         self.closing = True
         if self._server is not None:
             self._server.close()
+        if self._sniffing is not None:
+            self._sniffing.close()
         for conn in list(self.connections):
             conn.shutdown()
         if self.connections:

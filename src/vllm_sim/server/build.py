@@ -192,6 +192,7 @@ def build_instance(
                 lambda: bool(engine.asleep),
                 started,
                 rank,
+                cfg.data_parallel_size,
                 VLLM_VERSION,
             )
             return GrpcServer(ctx, state)

@@ -296,17 +296,15 @@ def test_grpc_over_tls(localhost_tls: SimServer) -> None:
     assert httpx.get(localhost_tls.url + "/health", verify=False).status_code == 200
 
 
-@pytest.mark.xfail(
-    reason="the TLS port accepts TLS only: a plaintext h2c connection (the HTTP/2 preface "
-    "sent in the clear) is closed during the TLS handshake, so an insecure channel fails "
-    "with UNAVAILABLE 'Socket closed'",
-    raises=grpc.RpcError,
-    strict=True,
-)
 def test_plaintext_h2c_still_works_on_the_tls_port(tls: SimServer) -> None:
+    """The TLS port looks at each connection's first bytes: the HTTP/2 preface in clear is
+    gRPC without TLS, a ClientHello is TLS, and plain HTTP/1.1 is still refused."""
     with channel_to(tls) as channel:
         info = engine_stub(channel).GetModelInfo(pb.GetModelInfoRequest(), timeout=5)
     assert info.model_path == tls.model
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{tls.port}/health", timeout=5)
+    assert httpx.get(tls.url + "/health", verify=False, timeout=5).status_code == 200
 
 
 # ---- 4. upstream's own generated client ----
