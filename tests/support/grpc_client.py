@@ -3,13 +3,14 @@ annotations), the standard health service's and server reflection's (v1alpha and
 
 from __future__ import annotations
 
+import time
 from typing import TypeAlias, cast
 
 import grpc
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from vllm_sim.proto import engine_pb2_grpc
+from vllm_sim.proto import engine_pb2, engine_pb2_grpc
 
 
 def engine_stub(channel: grpc.Channel) -> engine_pb2_grpc.VllmEngineStub:
@@ -56,3 +57,15 @@ def reflection_v1(channel: grpc.Channel) -> Reflection:
         request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
         response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
     )
+
+
+def wait_for_requests(
+    stub: engine_pb2_grpc.VllmEngineStub, count: int
+) -> engine_pb2.GetLoadsResponse:
+    """The loads once `count` requests are queued or running (or after 5 s)."""
+    deadline = time.monotonic() + 5
+    loads: engine_pb2.GetLoadsResponse = stub.GetLoads(engine_pb2.GetLoadsRequest())
+    while loads.loads[0].num_total_reqs < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+        loads = stub.GetLoads(engine_pb2.GetLoadsRequest())
+    return loads

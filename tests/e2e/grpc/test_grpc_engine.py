@@ -13,7 +13,7 @@ import grpc
 import httpx
 import pytest
 
-from tests.support.grpc_client import engine_stub
+from tests.support.grpc_client import engine_stub, wait_for_requests
 from tests.support.metrics import scrape
 from tests.support.server import SimServer
 from vllm_sim.proto import engine_pb2 as pb
@@ -129,12 +129,7 @@ def test_loads_count_the_running_requests(echo: SimServer) -> None:
     with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
         stub = engine_stub(ch)
         calls = [stub.Generate(generate(IDS, 5)) for _ in range(2)]
-        deadline = time.monotonic() + 5
-        loads = stub.GetLoads(pb.GetLoadsRequest())
-        while loads.loads[0].num_total_reqs < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-            loads = stub.GetLoads(pb.GetLoadsRequest())
-        [load] = loads.loads
+        [load] = wait_for_requests(stub, 2).loads
         assert (load.num_running_reqs, load.num_waiting_reqs) == (1, 1)
         assert load.max_running_requests == 1
         assert load.max_total_num_tokens > 0
@@ -223,11 +218,7 @@ def test_a_full_queue_is_resource_exhausted() -> None:
     with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
         stub = engine_stub(ch)
         held = [stub.Generate(generate(IDS, 2)) for _ in range(2)]
-        deadline = time.monotonic() + 5
-        loads = stub.GetLoads(pb.GetLoadsRequest())
-        while loads.loads[0].num_total_reqs < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-            loads = stub.GetLoads(pb.GetLoadsRequest())
+        wait_for_requests(stub, 2)
         with pytest.raises(grpc.RpcError) as caught:
             list(stub.Generate(generate(IDS, 2)))
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED

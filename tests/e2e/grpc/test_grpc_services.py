@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.support.grpc_client import engine_stub
+from tests.support.grpc_client import engine_stub, wait_for_requests
 from tests.support.server import SimServer
 from vllm_sim.api.embeddings import embedding_vector
 from vllm_sim.api.grpc_feeds import signed64
@@ -93,12 +93,7 @@ def test_flush_is_refused_while_requests_hold_blocks() -> None:
     with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
         stub = engine_stub(ch)
         held = stub.Generate(generate(list(range(64))))
-        loads = stub.GetLoads(pb.GetLoadsRequest())
-        for _ in range(100):
-            if loads.loads[0].num_running_reqs:
-                break
-            threading.Event().wait(0.02)
-            loads = stub.GetLoads(pb.GetLoadsRequest())
+        wait_for_requests(stub, 1)
         answer = stub.FlushCache(pb.FlushCacheRequest())
         assert not answer.success and answer.message
         held.cancel()
