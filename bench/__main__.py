@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from bench import (
     fidelity,
+    grpc_streaming,
     knee,
     kv,
     report,
@@ -43,6 +44,7 @@ BENCHMARKS = {
     tokenizer.NAME: Benchmark(tokenizer.run, tokenizer.show),
     knee.NAME: Benchmark(knee.run, knee.show),
     fidelity.NAME: Benchmark(fidelity.run, fidelity.show),
+    grpc_streaming.NAME: Benchmark(grpc_streaming.run, grpc_streaming.show),
 }
 
 

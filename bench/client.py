@@ -222,13 +222,13 @@ async def _connect(spec: LoadSpec, rec: Recorder, request: bytes) -> list[Conn]:
     return conns
 
 
-async def _sleep_until(deadline: float) -> None:
+async def sleep_until(deadline: float) -> None:
     delay = deadline - perf_counter()
     if delay > 0:
         await asyncio.sleep(delay)
 
 
-async def _drain(rec: Recorder, timeout: float) -> int:
+async def drain(rec: Recorder, timeout: float) -> int:
     """Stops issuing requests and waits for those in flight; returns how many never ended."""
     rec.stopping = True
     if rec.busy > 0:
@@ -237,7 +237,7 @@ async def _drain(rec: Recorder, timeout: float) -> int:
     return rec.busy
 
 
-class _Cpu:
+class CpuSample:
     """CPU seconds of this process, of the server and of the server's core at one instant."""
 
     def __init__(self, server_pid: int) -> None:
@@ -262,24 +262,25 @@ async def run(spec: LoadSpec) -> LoadResult:
     rec.start = perf_counter() + spec.warmup
     rec.end = rec.start + spec.duration
     conns = await _connect(spec, rec, encode_request(spec))
-    await _sleep_until(rec.start)
-    before = _Cpu(spec.server_pid)
-    await _sleep_until(rec.end)
-    after = _Cpu(spec.server_pid)
-    unfinished = await _drain(rec, spec.drain_timeout)
+    await sleep_until(rec.start)
+    before = CpuSample(spec.server_pid)
+    await sleep_until(rec.end)
+    after = CpuSample(spec.server_pid)
+    unfinished = await drain(rec, spec.drain_timeout)
     for conn in conns:
         conn.close()
     await asyncio.sleep(0.05)  # let the closes reach the server
-    return _result(spec, rec, before, after, unfinished)
+    return load_result(spec.duration, rec, before, after, unfinished)
 
 
-def _result(
-    spec: LoadSpec, rec: Recorder, before: _Cpu, after: _Cpu, unfinished: int
+def load_result(
+    duration: float, rec: Recorder, before: CpuSample, after: CpuSample, unfinished: int
 ) -> LoadResult:
+    """What `rec` observed over a window of `duration` seconds, CPU sampled at its ends."""
     wall = after.wall - before.wall
     completed = len(rec.latencies)
     return LoadResult(
-        window=spec.duration,
+        window=duration,
         completed=completed,
         latency=percentiles(rec.latencies),
         mean_bytes=rec.bytes / completed if completed else 0.0,

@@ -1,4 +1,5 @@
-"""Runs the load client in its own process (pinned to CPU 1) against started servers."""
+"""Runs a load client in its own process (pinned to CPU 1) against started servers: the
+HTTP one (bench/client.py) or the gRPC one (bench/grpc_client.py), by the spec given."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator, Sequence
 import msgspec
 
 from bench.servers import ROOT, Server
-from bench.spec import LoadResult, LoadSpec
+from bench.spec import GrpcSpec, LoadResult, LoadSpec
 
 _SLACK = 60.0  # seconds beyond the planned run before the client is given up on
 SETTLE = 0.3  # seconds between two load runs, for the server to close the old connections
@@ -21,8 +22,9 @@ class LoadError(RuntimeError):
     pass
 
 
-def run_load(spec: LoadSpec) -> LoadResult:
-    argv = [sys.executable, "-m", "bench.client", msgspec.json.encode(spec).decode()]
+def run_load(spec: LoadSpec | GrpcSpec) -> LoadResult:
+    client = "bench.grpc_client" if isinstance(spec, GrpcSpec) else "bench.client"
+    argv = [sys.executable, "-m", client, msgspec.json.encode(spec).decode()]
     timeout = spec.warmup + spec.duration + spec.drain_timeout + _SLACK
     try:
         done = subprocess.run(argv, cwd=ROOT, capture_output=True, timeout=timeout, check=False)
@@ -33,7 +35,7 @@ def run_load(spec: LoadSpec) -> LoadResult:
     return msgspec.json.decode(done.stdout, type=LoadResult)
 
 
-def measure(server: Server, spec: LoadSpec) -> LoadResult:
+def measure(server: Server, spec: LoadSpec | GrpcSpec) -> LoadResult:
     """One load run against a started server; notes it if the server died meanwhile."""
     time.sleep(SETTLE)
     result = run_load(msgspec.structs.replace(spec, port=server.port, server_pid=server.pid))

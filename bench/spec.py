@@ -19,6 +19,20 @@ class LoadSpec(msgspec.Struct, frozen=True):
     path: str = "/v1/chat/completions"
 
 
+class GrpcSpec(msgspec.Struct, frozen=True):
+    """One closed-loop run of streamed Generate calls against 127.0.0.1:port (gRPC, h2c)."""
+
+    port: int
+    input_ids: list[int]  # the prompt, tokenized
+    max_tokens: int  # with ignore_eos: every call streams this many chunks
+    streams: int  # calls in flight at once, each starting the next as it ends
+    warmup: float  # seconds run but not counted
+    duration: float  # seconds measured after the warm-up
+    channels: int = 1  # HTTP/2 connections the calls share (a gateway keeps one)
+    server_pid: int = 0  # sampled for CPU use over the measured window
+    drain_timeout: float = 5.0  # seconds to let calls in flight end after the window
+
+
 class Percentiles(msgspec.Struct, frozen=True):
     """Milliseconds; count 0 means no samples (the other fields are then 0)."""
 
