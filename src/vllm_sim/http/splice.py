@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Callable
 from typing import cast
 
@@ -59,9 +60,15 @@ class Splice(asyncio.Protocol):
         self._connecting = loop.create_task(self._connect(loop, target))
 
     async def _connect(self, loop: asyncio.AbstractEventLoop, target: str) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
         try:
-            transport, _ = await loop.create_unix_connection(lambda: _Upstream(self), target)
+            # Connected here, then handed over: uvloop takes no abstract names (a leading
+            # NUL) as a path, the socket module does.
+            await loop.sock_connect(sock, target)
+            transport, _ = await loop.create_unix_connection(lambda: _Upstream(self), sock=sock)
         except OSError as exc:
+            sock.close()
             log.warning("the gRPC server's socket refused a connection: %s", exc)
             self.close()
             return

@@ -2,13 +2,17 @@
 and v1alpha) and the standard health service, on a local socket that the HTTP layer
 splices HTTP/2 connections to (see vllm_sim/http/splice.py).
 
-The socket lives in a private directory (mode 0700) made at start-up and removed at stop.
+On Linux the socket is an abstract one (nothing on disk to clean up after a crash);
+elsewhere it lives in a private directory (mode 0700) made at start-up and removed at stop.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -66,8 +70,15 @@ class GrpcServer:
     """One instance's gRPC side; `target` is the socket the HTTP layer splices to."""
 
     def __init__(self, ctx: ApiContext, state: GrpcState) -> None:
-        self._dir = Path(tempfile.mkdtemp(prefix="vllm-sim-grpc-"))
-        self.target = str(self._dir / "engine.sock")
+        self._dir: Path | None = None
+        if sys.platform == "linux":
+            # An abstract socket: no file to leave behind if the process is killed.
+            name = f"vllm-sim-grpc-{os.getpid()}-{secrets.token_hex(8)}"
+            self.target, address = "\0" + name, "unix-abstract:" + name
+        else:
+            self._dir = Path(tempfile.mkdtemp(prefix="vllm-sim-grpc-"))
+            self.target = str(self._dir / "engine.sock")
+            address = "unix:" + self.target
         self.servicer = VllmEngineServicer(ctx, state)
         server = grpc.aio.server(
             options=[
@@ -85,7 +96,7 @@ class GrpcServer:
         alpha = reflection.aio.ReflectionServicer(names)
         reflection.enable_server_reflection(names, server)
         server.add_generic_rpc_handlers((_reflection_v1(alpha),))
-        server.add_insecure_port("unix:" + self.target)
+        server.add_insecure_port(address)
         self._server = server
 
     async def start(self) -> None:
@@ -96,4 +107,5 @@ class GrpcServer:
         try:
             await self._server.stop(grace)
         finally:
-            shutil.rmtree(self._dir, ignore_errors=True)
+            if self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
