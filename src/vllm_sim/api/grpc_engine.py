@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import grpc
 import msgspec
+from google.protobuf.message import DecodeError
 
 from vllm_sim.api.capabilities import GENERATE
 from vllm_sim.api.context import ApiContext
@@ -41,7 +42,6 @@ from vllm_sim.errors import RequestError
 from vllm_sim.http.access import Guard
 from vllm_sim.http.messages import Headers, HttpRequest
 from vllm_sim.proto import engine_pb2 as pb
-from vllm_sim.proto import engine_pb2_grpc
 
 SERVICE = "vllm.grpc.engine.VllmEngine"
 GENERATE_PATH = f"/{SERVICE}/Generate"
@@ -205,7 +205,7 @@ class GrpcState:
     version: str = ""  # the vLLM version the server says it is
 
 
-class VllmEngineServicer(engine_pb2_grpc.VllmEngineServicer):
+class VllmEngineServicer:
     """The service's RPCs over one instance."""
 
     def __init__(self, ctx: ApiContext, state: GrpcState) -> None:
@@ -430,6 +430,56 @@ class VllmEngineServicer(engine_pb2_grpc.VllmEngineServicer):
         self, request: pb.StopProfileRequest, context: Context
     ) -> pb.ProfileResponse:
         return pb.ProfileResponse(success=False, message=NO_PROFILER)
+
+
+def engine_handler(servicer: VllmEngineServicer) -> grpc.GenericRpcHandler:
+    """The service's methods, each reading its request itself: a message that does not
+    parse is INVALID_ARGUMENT naming it (grpc's own parsing would answer INTERNAL, a
+    server fault, for a client's bytes)."""
+    service = pb.DESCRIPTOR.services_by_name["VllmEngine"]
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+    for method in service.methods:
+        request_type = getattr(pb, method.input_type.name)
+        response_type = getattr(pb, method.output_type.name)
+        implementation = getattr(servicer, method.name)
+        if method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                _parsed_stream(implementation, request_type),
+                response_serializer=response_type.SerializeToString,
+            )
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                _parsed_unary(implementation, request_type),
+                response_serializer=response_type.SerializeToString,
+            )
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
+async def _parse(raw: bytes, request_type: Any, context: Context) -> Any:
+    try:
+        return request_type.FromString(raw)
+    except DecodeError:
+        name = request_type.DESCRIPTOR.full_name
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {name} message")
+
+
+def _parsed_unary(
+    implementation: Callable[[Any, Context], Awaitable[Any]], request_type: Any
+) -> Callable[[bytes, Context], Awaitable[Any]]:
+    async def unary(raw: bytes, context: Context) -> Any:
+        return await implementation(await _parse(raw, request_type, context), context)
+
+    return unary
+
+
+def _parsed_stream(
+    implementation: Callable[[Any, Context], AsyncIterator[Any]], request_type: Any
+) -> Callable[[bytes, Context], AsyncIterator[Any]]:
+    async def stream(raw: bytes, context: Context) -> AsyncIterator[Any]:
+        async for message in implementation(await _parse(raw, request_type, context), context):
+            yield message
+
+    return stream
 
 
 def _no_watch(callback: Callable[[], None]) -> Callable[[], None]:

@@ -22,8 +22,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from vllm_sim.api.context import ApiContext
-from vllm_sim.api.grpc_engine import SERVICE, Context, GrpcState, VllmEngineServicer
-from vllm_sim.proto import engine_pb2_grpc
+from vllm_sim.api.grpc_engine import (
+    SERVICE,
+    Context,
+    GrpcState,
+    VllmEngineServicer,
+    engine_handler,
+)
 
 log = logging.getLogger("vllm_sim")
 
@@ -87,10 +92,7 @@ class GrpcServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        # The generated registration function carries no annotations.
-        engine_pb2_grpc.add_VllmEngineServicer_to_server(  # type: ignore[no-untyped-call]
-            self.servicer, server
-        )
+        server.add_generic_rpc_handlers((engine_handler(self.servicer),))
         health_pb2_grpc.add_HealthServicer_to_server(_Health(state), server)
         names = (SERVICE, HEALTH, reflection.SERVICE_NAME, REFLECTION_V1)
         alpha = reflection.aio.ReflectionServicer(names)

@@ -385,3 +385,25 @@ def test_generate_follows_the_configured_latencies() -> None:
     assert 1.1 < whole < 3.0  # 500 ms, then three gaps of 200 ms
     assert arrivals[0] > 0.45
     assert arrivals[-1] > 1.05
+
+
+def test_a_message_that_does_not_parse_is_invalid_argument(echo: SimServer) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{echo.port}") as channel:
+        raw = channel.unary_stream(
+            "/vllm.grpc.engine.VllmEngine/Generate",
+            request_serializer=lambda data: data,
+            response_deserializer=pb.GenerateResponse.FromString,
+        )
+        with pytest.raises(grpc.RpcError) as caught:
+            list(raw(b"\xff\xff\xff\xff"))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "malformed vllm.grpc.engine.GenerateRequest" in (caught.value.details() or "")
+
+
+def test_a_message_over_four_mib_is_refused(stub: pb_grpc.VllmEngineStub) -> None:
+    huge = pb.GenerateRequest(text="x" * (5 * 1024 * 1024))
+    with pytest.raises(grpc.RpcError) as caught:
+        list(stub.Generate(huge))
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    [message] = list(stub.Generate(generate(IDS, 2)))  # and the server goes on
+    assert message.complete.finish_reason == "length"
