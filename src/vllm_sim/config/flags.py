@@ -202,6 +202,10 @@ SETTINGS: tuple[Setting, ...] = (
          default_factory=time.time_ns, default_doc="current time (Unix ns)"),
     flag("port", INT, 8000, S, "HTTP (and gRPC) port; rank r of data parallel uses port+r",
          rules=(r.port_range("invalid port '{value}'"),)),
+    vllm_flag("grpc-port", S,
+              "A port of its own for gRPC too (it is always served on --port as well); rank "
+              "r of data parallel uses grpc-port+r", default_doc="none",
+              rules=(r.OPTIONAL_PORT,)),
     _latency("inter-token-latency", "Mean delay between output tokens",
              *r.duration_range("inter token latency")),
     _latency("inter-token-latency-std-dev", "Std-dev of the inter-token latency",

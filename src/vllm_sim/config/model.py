@@ -66,6 +66,7 @@ class Config:
     max_num_seqs: int
     max_waiting_queue_length: int
     max_num_batched_tokens: int
+    grpc_port: int | None
     mm_encoder_only: bool
     # Latency (nanoseconds, except the factor)
     latency_calculator: str

@@ -341,6 +341,11 @@ TIMING_TABLE = Rule(
     _timing_table_error,
 )
 
+OPTIONAL_PORT = Rule(
+    "none, or 1-65535",
+    "invalid grpc-port '{value}'",
+    lambda v, _: None if v is None or 1 <= v <= 65535 else f"invalid grpc-port '{v}'",
+)
 OPTIONAL_BLOCKS = Rule(
     "none, or 1-100000000",
     "num-gpu-blocks-override must be between 1 and 100000000",

@@ -185,6 +185,9 @@ def build_instance(
     if not cfg.mm_encoder_only:
         guard = access.guard(GENERATE_PATH)
 
+        # --grpc-port: a port of gRPC alone as well, one per rank as --port's.
+        extra_port = None if cfg.grpc_port is None else (cfg.host, cfg.grpc_port + rank)
+
         def grpc(started: float) -> GrpcServer:
             state = GrpcState(
                 guard,
@@ -195,7 +198,7 @@ def build_instance(
                 cfg.data_parallel_size,
                 VLLM_VERSION,
             )
-            return GrpcServer(ctx, state)
+            return GrpcServer(ctx, state, extra_port)
 
     return Instance(cfg, port, app, engine, readiness, control, background, grpc)
 

@@ -74,7 +74,9 @@ def _reflection_v1(servicer: Any) -> grpc.GenericRpcHandler:
 class GrpcServer:
     """One instance's gRPC side; `target` is the socket the HTTP layer splices to."""
 
-    def __init__(self, ctx: ApiContext, state: GrpcState) -> None:
+    def __init__(
+        self, ctx: ApiContext, state: GrpcState, extra_port: tuple[str, int] | None = None
+    ) -> None:
         self._dir: Path | None = None
         if sys.platform == "linux":
             # An abstract socket: no file to leave behind if the process is killed.
@@ -99,6 +101,11 @@ class GrpcServer:
         reflection.enable_server_reflection(names, server)
         server.add_generic_rpc_handlers((_reflection_v1(alpha),))
         server.add_insecure_port(address)
+        self._extra = extra_port
+        if extra_port is not None:
+            host, port = extra_port
+            shown = f"[{host}]" if ":" in host else host
+            server.add_insecure_port(f"{shown or '0.0.0.0'}:{port}")
         self._server = server
 
     async def start(self) -> None:

@@ -94,7 +94,11 @@ class SimulatorServer:
         context = None if self._tls is None else self._tls.context
         grpc_server = None
         if instance.grpc is not None:
-            grpc_server = instance.grpc(time.monotonic())
+            try:
+                grpc_server = instance.grpc(time.monotonic())
+            except RuntimeError as exc:  # grpc's way of saying a port cannot be had
+                log.error("cannot serve gRPC on --grpc-port %s: %s", cfg.grpc_port, exc)
+                return 1
             await grpc_server.start()
             server.grpc_target = grpc_server.target
             if context is not None:

@@ -36,7 +36,7 @@ from tests.support.grpc_client import (
     serving_status,
 )
 from tests.support.native import consecutive_free_ports, wait_healthy
-from tests.support.server import SimServer
+from tests.support.server import SimServer, free_port, run_cli
 from vllm_sim.proto import engine_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -559,3 +559,23 @@ def test_each_data_parallel_rank_serves_grpc_on_its_port() -> None:
                 [message] = list(stub.Generate(generate(IDS, 3), timeout=TIMEOUT))
                 assert message.complete.completion_tokens == 3
                 assert serving_status(channel) == SERVING
+
+
+def test_grpc_port_serves_grpc_on_a_port_of_its_own() -> None:
+    grpc_port = free_port()
+    with SimServer(["--grpc-port", str(grpc_port)]) as server:
+        for port in (grpc_port, server.port):
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                info = engine_stub(channel).GetModelInfo(pb.GetModelInfoRequest(), timeout=5)
+            assert info.model_path == server.model
+
+
+def test_a_grpc_port_in_use_stops_the_start_with_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        args = ["--model", "m", "--grpc-port", str(port), "--port", str(free_port())]
+        result = run_cli(args, env={"HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 1
+    assert "cannot serve gRPC on --grpc-port" in result.stderr
