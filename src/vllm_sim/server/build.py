@@ -13,7 +13,8 @@ from typing import Any
 from vllm_sim.api.admin import RuntimeControl
 from vllm_sim.api.context import ApiContext, RequestIds, ServingSettings
 from vllm_sim.api.failures import FailureInjector
-from vllm_sim.api.grpc_engine import GENERATE_PATH, GrpcState
+from vllm_sim.api.grpc_engine import GrpcState
+from vllm_sim.api.grpc_generate import GENERATE_PATH
 from vllm_sim.api.health import Readiness
 from vllm_sim.api.omni import ImageEmission
 from vllm_sim.api.render_service import RenderService

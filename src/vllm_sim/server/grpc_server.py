@@ -23,12 +23,12 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.grpc_engine import (
-    SERVICE,
     Context,
     GrpcState,
     VllmEngineServicer,
     engine_handler,
 )
+from vllm_sim.api.grpc_generate import SERVICE
 
 log = logging.getLogger("vllm_sim")
 
