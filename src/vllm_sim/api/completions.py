@@ -71,19 +71,20 @@ def parse_prompts(
             raise RequestError(400, "prompt must not contain an empty string", "prompt")
         return [Prompt(tokenizer.encode(text, add_special_tokens), text) for text in prompt]
     if all(_is_token_id(item) for item in prompt):
-        return [Prompt(_in_vocabulary(prompt, tokenizer))]
+        return [Prompt(in_vocabulary(prompt, tokenizer))]
     if all(isinstance(item, list) and all(_is_token_id(i) for i in item) for item in prompt):
         if any(not item for item in prompt):
             raise RequestError(400, "prompt must not contain an empty token-id array", "prompt")
-        return [Prompt(_in_vocabulary(item, tokenizer)) for item in prompt]
+        return [Prompt(in_vocabulary(item, tokenizer)) for item in prompt]
     raise RequestError(400, PARSE_ERROR_PREFIX + PROMPT_FORMS, "prompt")
 
 
-def _in_vocabulary(ids: list[int], tokenizer: Tokenizer) -> list[int]:
-    """A copy of `ids`, which the tokenizer must know (vLLM's check and message)."""
+def in_vocabulary(ids: list[int], tokenizer: Tokenizer, param: str = "prompt") -> list[int]:
+    """A copy of `ids`, which the tokenizer must know (vLLM's check and message); `param`
+    names the field that carried them."""
     largest = max(ids)
     if largest > tokenizer.max_token_id:
-        raise RequestError(400, f"Token id {largest} is out of vocabulary", "prompt")
+        raise RequestError(400, f"Token id {largest} is out of vocabulary", param)
     return list(ids)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from vllm_sim.api.capabilities import GENERATE
+from vllm_sim.api.completions import in_vocabulary
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
 from vllm_sim.api.errors import as_request_error
@@ -137,8 +138,8 @@ class GrpcGenerateEndpoint(Endpoint[GrpcGenerateBody]):
         return options
 
     def plan(self, ctx: ApiContext, body: GrpcGenerateBody) -> Plan:
-        if body.token_ids is not None:
-            return Plan([Prompt(body.token_ids)])
+        if body.token_ids:
+            return Plan([Prompt(in_vocabulary(body.token_ids, ctx.tokenizer, "tokenized"))])
         text = body.text or ""  # neither input: the empty text
         ids = ctx.tokenizer.encode(text, True) if text else []
         if not ids:

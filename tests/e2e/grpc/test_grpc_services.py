@@ -118,7 +118,13 @@ def test_get_tokenizer_sends_the_model_s_files(hf_models: dict[str, Path]) -> No
     folder = hf_models["llama"]
     server = SimServer([], model=str(folder))
     with server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-        chunks = list(engine_stub(channel).GetTokenizer(pb.GetTokenizerRequest()))
+        stub = engine_stub(channel)
+        chunks = list(stub.GetTokenizer(pb.GetTokenizerRequest()))
+        # The model's tokenizer bounds the ids a prompt may carry, as in vLLM.
+        with pytest.raises(grpc.RpcError) as caught:
+            list(stub.Generate(generate([5, 999_999])))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == "Token id 999999 is out of vocabulary"
     data = b"".join(chunk.data for chunk in chunks)
     assert chunks[-1].sha256 == hashlib.sha256(data).hexdigest()
     assert all(not chunk.sha256 for chunk in chunks[:-1])
