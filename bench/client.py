@@ -237,6 +237,18 @@ async def drain(rec: Recorder, timeout: float) -> int:
     return rec.busy
 
 
+async def measure_window(
+    rec: Recorder, server_pid: int, drain_timeout: float
+) -> tuple[CpuSample, CpuSample, int]:
+    """Waits out the window `rec` was given, sampling CPU at both ends, then drains it:
+    (CPU before, CPU after, requests that never ended)."""
+    await sleep_until(rec.start)
+    before = CpuSample(server_pid)
+    await sleep_until(rec.end)
+    after = CpuSample(server_pid)
+    return before, after, await drain(rec, drain_timeout)
+
+
 class CpuSample:
     """CPU seconds of this process, of the server and of the server's core at one instant."""
 
@@ -262,11 +274,7 @@ async def run(spec: LoadSpec) -> LoadResult:
     rec.start = perf_counter() + spec.warmup
     rec.end = rec.start + spec.duration
     conns = await _connect(spec, rec, encode_request(spec))
-    await sleep_until(rec.start)
-    before = CpuSample(spec.server_pid)
-    await sleep_until(rec.end)
-    after = CpuSample(spec.server_pid)
-    unfinished = await drain(rec, spec.drain_timeout)
+    before, after, unfinished = await measure_window(rec, spec.server_pid, spec.drain_timeout)
     for conn in conns:
         conn.close()
     await asyncio.sleep(0.05)  # let the closes reach the server

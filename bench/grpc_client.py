@@ -18,7 +18,7 @@ import time
 import grpc
 import msgspec
 
-from bench.client import CpuSample, Recorder, drain, load_result, sleep_until
+from bench.client import Recorder, load_result, measure_window
 from bench.cpu import CLIENT_CPU, pin
 from bench.spec import GrpcSpec, LoadResult
 from vllm_sim.proto import engine_pb2 as pb
@@ -120,11 +120,7 @@ async def run(spec: GrpcSpec) -> LoadResult:
             asyncio.create_task(caller(generates[i % len(generates)], request, rec))
             for i in range(spec.streams)
         ]
-        await sleep_until(rec.start)
-        before = CpuSample(spec.server_pid)
-        await sleep_until(rec.end)
-        after = CpuSample(spec.server_pid)
-        unfinished = await drain(rec, spec.drain_timeout)
+        before, after, unfinished = await measure_window(rec, spec.server_pid, spec.drain_timeout)
         for task in callers:
             task.cancel()
         await asyncio.gather(*callers, return_exceptions=True)
