@@ -92,15 +92,24 @@ def step_point_ms(model: RooflineModel, point: StepPoint) -> float:
     return model.step_seconds(load) * 1000
 
 
-def engine_for(model: RooflineModel, tokens: int, max_num_seqs: int) -> StepEngine:
-    return StepEngine(
+def engine_for(
+    model: RooflineModel,
+    content: FixedContent,
+    max_num_seqs: int,
+    budget: int = 16384,  # vLLM's offline (LLM class) budget on these GPUs
+    kv: KvCacheManager | None = None,
+    kind: type[StepEngine] = StepEngine,
+) -> StepEngine:
+    """A step engine on the virtual clock, `max_num_seqs` and `budget` tokens a step."""
+    return kind(
         EngineLimits(max_num_seqs, 100_000, 100_000),
         LatencySettings(max_num_seqs=max_num_seqs),
-        FixedContent(tokens),
+        content,
         random.Random(0),
         model,
-        16384,  # vLLM's offline (LLM class) budget on these GPUs
+        budget,
         scheduler=LoopClockScheduler(),
+        kv=kv,
     )
 
 
@@ -124,7 +133,7 @@ def ci_latency_ms(run: LatencyRun) -> float:
     shape = preset_for(run.model)
     assert shape is not None, run.model
     model = RooflineModel(shape, gpu_spec(run.gpu), tensor_parallel=run.tensor_parallel)
-    engine = engine_for(model, tokens=128, max_num_seqs=256)
+    engine = engine_for(model, FixedContent(128), max_num_seqs=256)
     return run_virtual(run_batch(engine, 8, 32)) * 1000
 
 
@@ -172,16 +181,8 @@ def open_loop_ms(run: OpenLoopRun, seconds: float) -> tuple[float, float]:
     shape = preset_for(LLAMA_8B)
     assert shape is not None
     model = RooflineModel(shape, gpu_spec("H100"))
-    engine = StepEngine(
-        EngineLimits(1024, 100_000, 100_000),
-        LatencySettings(max_num_seqs=1024),
-        FixedContent(OUTPUT_TOKENS),
-        random.Random(0),
-        model,
-        2048,
-        scheduler=LoopClockScheduler(),
-        kv=KvCacheManager(BlockCache(model.num_gpu_blocks(16, 0.9), 16), "", 0.0),
-    )
+    kv = KvCacheManager(BlockCache(model.num_gpu_blocks(16, 0.9), 16), "", 0.0)
+    engine = engine_for(model, FixedContent(OUTPUT_TOKENS), 1024, budget=2048, kv=kv)
     ttft, itl = run_virtual(open_loop(engine, run.rate, seconds))
     return ttft * 1000, itl * 1000
 
@@ -281,16 +282,9 @@ def replay_trace() -> tuple[TraceStats, TraceStats]:
     trace = load_trace()
     shape = preset_for(LLAMA_8B)
     assert shape is not None
-    engine = StepEngine(
-        EngineLimits(TRACE_MAX_NUM_SEQS, 100_000, 100_000),
-        LatencySettings(max_num_seqs=TRACE_MAX_NUM_SEQS),
-        _TraceContent(1),
-        random.Random(0),
-        RooflineModel(shape, gpu_spec("RTX-PRO-6000")),
-        TRACE_BUDGET,
-        scheduler=LoopClockScheduler(),
-        kv=KvCacheManager(BlockCache(TRACE_BLOCKS, 16), "", 0.0),
-    )
+    model = RooflineModel(shape, gpu_spec("RTX-PRO-6000"))
+    kv = KvCacheManager(BlockCache(TRACE_BLOCKS, 16), "", 0.0)
+    engine = engine_for(model, _TraceContent(1), TRACE_MAX_NUM_SEQS, TRACE_BUDGET, kv)
     simulated = run_virtual(replay(engine, trace))
     measured = TraceStats.of(
         [r.ttft for r in trace], [r.tpot for r in trace], [r.latency for r in trace]
@@ -321,15 +315,8 @@ def loop_cost(sequences: int, tokens: int) -> tuple[float, float, int]:
     shape = preset_for(LLAMA_8B)
     assert shape is not None
     model = RooflineModel(shape, gpu_spec("H100"))
-    engine = _TimedStepEngine(
-        EngineLimits(sequences, 100_000, 100_000),
-        LatencySettings(max_num_seqs=sequences),
-        FixedContent(tokens),
-        random.Random(0),
-        model,
-        16384,
-        scheduler=LoopClockScheduler(),
-    )
+    engine = engine_for(model, FixedContent(tokens), sequences, kind=_TimedStepEngine)
+    assert isinstance(engine, _TimedStepEngine)
     simulated = run_virtual(run_batch(engine, sequences, 64))
     return engine.spent / engine.steps, simulated / engine.steps, engine.steps
 

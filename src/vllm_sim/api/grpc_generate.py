@@ -16,11 +16,10 @@ from vllm_sim.api.context import ApiContext
 from vllm_sim.api.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
 from vllm_sim.api.errors import as_request_error
 from vllm_sim.api.logprobs import check_logprobs_count
-from vllm_sim.api.sampling import EngineSampling, check_sampling
+from vllm_sim.api.sampling import EngineSampling, check_sampling, engine_sampled
 from vllm_sim.api.transfer import KvTransferParams, prefill_answer
 from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.generation.logprobs import token_logprob, top_alternatives
-from vllm_sim.engine.generation.stops import StopRules
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
@@ -124,17 +123,7 @@ class GrpcGenerateEndpoint(Endpoint[GrpcGenerateBody]):
         check_logprobs_count(params.logprobs, "sampling_params.logprobs")
         options.transfer = body.kv_transfer_params
         options.logprobs = params.logprobs
-        # What changes the generated text, as the OpenAI bodies' sampling fields do.
-        stop = params.stop
-        strings = (stop,) if isinstance(stop, str) else tuple(stop or ())
-        ids = frozenset(params.stop_token_ids or ())
-        if strings or ids or params.min_tokens:
-            options.stops = StopRules(
-                strings, ids, params.include_stop_str_in_output, params.min_tokens
-            )
-        options.seed = params.seed
-        options.greedy = params.temperature == 0
-        options.prompt_logprobs = params.prompt_logprobs
+        engine_sampled(options, params)
         return options
 
     def plan(self, ctx: ApiContext, body: GrpcGenerateBody) -> Plan:

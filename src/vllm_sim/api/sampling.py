@@ -538,20 +538,29 @@ def _defaults(cls: type[SamplingRequest]) -> tuple[int, int, tuple[object, ...]]
 
 
 def sampled(options: Options, body: SamplingRequest) -> Options:
-    """`options` with the sampling parameters that change what is generated: stop strings
-    and tokens, min_tokens, the seed, greedy decoding, and what the answer lists."""
-    stop = body.stop
-    strings = (stop,) if isinstance(stop, str) else tuple(stop or ())
-    ids = frozenset(body.stop_token_ids or ())
-    if strings or ids or body.min_tokens:
-        options.stops = StopRules(strings, ids, body.include_stop_str_in_output, body.min_tokens)
-    options.seed = body.seed
-    options.greedy = body.temperature == 0
+    """`options` with the sampling parameters that change what is generated (see
+    engine_sampled), and what the answer lists."""
+    engine_sampled(options, body)
     options.token_ids = bool(body.return_token_ids)
-    options.prompt_logprobs = body.prompt_logprobs
     if isinstance(body, CompletionSampling):
         options.echo = bool(body.echo)
     return options
+
+
+def engine_sampled(options: Options, params: SamplingRequest | EngineSampling) -> None:
+    """Sets on `options` what the engine-level sampling fields change in the generated
+    text: stop strings and tokens, min_tokens, the seed, greedy decoding, and the prompt's
+    logprobs."""
+    stop = params.stop
+    strings = (stop,) if isinstance(stop, str) else tuple(stop or ())
+    ids = frozenset(params.stop_token_ids or ())
+    if strings or ids or params.min_tokens:
+        options.stops = StopRules(
+            strings, ids, params.include_stop_str_in_output, params.min_tokens
+        )
+    options.seed = params.seed
+    options.greedy = params.temperature == 0
+    options.prompt_logprobs = params.prompt_logprobs
 
 
 _DEFAULTS: dict[type, tuple[int, int, tuple[object, ...]]] = {
