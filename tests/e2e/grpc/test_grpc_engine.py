@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import httpx
@@ -407,3 +408,62 @@ def test_a_message_over_four_mib_is_refused(stub: pb_grpc.VllmEngineStub) -> Non
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     [message] = list(stub.Generate(generate(IDS, 2)))  # and the server goes on
     assert message.complete.finish_reason == "length"
+
+
+@pytest.mark.timing
+def test_grpc_latencies_land_in_the_right_buckets() -> None:
+    """A stream at TTFT 200 ms and ITL 80 ms: nothing in the TTFT buckets up to 0.1 s,
+    nothing in the ITL buckets up to 0.075 s."""
+    args = ["--time-to-first-token", "200ms", "--inter-token-latency", "80ms"]
+    with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        list(engine_stub(ch).Generate(generate(IDS, 5, stream=True)))
+        with httpx.Client(base_url=server.url) as client:
+            metrics = scrape(client)
+    ttft = metrics.hist("vllm:time_to_first_token_seconds")
+    itl = metrics.hist("vllm:inter_token_latency_seconds")
+    assert ttft.count == 1 and ttft.buckets[0.1] == 0
+    assert itl.count >= 1 and itl.buckets[0.075] == 0
+
+
+@pytest.mark.timing
+def test_a_queued_grpc_call_counts_its_wait() -> None:
+    """One slot, two calls at TTFT 1.2 s: both are timed in the engine, and the second's
+    queue time (vLLM observes every request's) is over a second."""
+    args = ["--max-num-seqs", "1", "--time-to-first-token", "1200ms", "--inter-token-latency", "0"]
+    with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        stub = engine_stub(ch)
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda _: list(stub.Generate(generate(IDS, 2))), range(2)))
+        with httpx.Client(base_url=server.url) as client:
+            metrics = scrape(client)
+    inference = metrics.hist("vllm:request_inference_time_seconds")
+    queue = metrics.hist("vllm:request_queue_time_seconds")
+    assert inference.count == 2 and inference.buckets[1.0] == 0
+    assert queue.count == 2 and queue.buckets[1.0] == 1
+
+
+def test_kv_usage_follows_running_grpc_calls() -> None:
+    args = ["--block-size", "8", "--kv-cache-size", "16", "--time-to-first-token", "2s"]
+    with SimServer(args) as server, grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        stub = engine_stub(ch)
+        calls = [stub.Generate(generate(list(range(8)), 2)) for _ in range(3)]
+        wait_for_requests(stub, 3)
+        with httpx.Client(base_url=server.url) as client:
+            during = scrape(client).value("vllm:kv_cache_usage_perc")
+            for call in calls:
+                call.cancel()
+            deadline = time.monotonic() + 2
+            after = scrape(client).value("vllm:kv_cache_usage_perc")
+            while after and time.monotonic() < deadline:
+                time.sleep(0.02)
+                after = scrape(client).value("vllm:kv_cache_usage_perc")
+    assert 0 < during <= 1
+    assert after == 0
+
+
+def test_loads_of_another_rank_are_invalid_argument(stub: pb_grpc.VllmEngineStub) -> None:
+    assert stub.GetLoads(pb.GetLoadsRequest(dp_rank=0)).loads[0].dp_rank == 0
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.GetLoads(pb.GetLoadsRequest(dp_rank=3))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "rank 3" in (caught.value.details() or "")

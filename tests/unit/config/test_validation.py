@@ -34,6 +34,8 @@ def error_for(*argv: str) -> str:
         (["--time-factor-under-load", "0"], "time factor under load cannot be less than 1.0"),
         (["--time-factor-under-load", "0.99"], "time factor under load cannot be less than 1.0"),
         (["--failure-injection-rate", "150"], "failure injection rate should be between 0 and 100"),
+        (["--grpc-port", "0"], "invalid grpc-port '0'"),
+        (["--grpc-port", "70000"], "invalid grpc-port '70000'"),
         (["--data-parallel-size", "15"], "data parallel size must be between 1 and 8"),
         (["--data-parallel-size", "0"], "data parallel size must be between 1 and 8"),
         (["--data-parallel-rank", "15"], "data parallel rank must be between 0 and 7"),
