@@ -10,16 +10,6 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_sim.api.admin import RuntimeControl
-from vllm_sim.api.context import ApiContext, RequestIds, ServingSettings
-from vllm_sim.api.failures import FailureInjector
-from vllm_sim.api.grpc_engine import GrpcState
-from vllm_sim.api.grpc_generate import GENERATE_PATH
-from vllm_sim.api.health import Readiness
-from vllm_sim.api.omni import ImageEmission
-from vllm_sim.api.render_service import RenderService
-from vllm_sim.api.response_store import ResponseStore
-from vllm_sim.api.routes import Access, build_routes
 from vllm_sim.config import Config, FakeMetrics, project
 from vllm_sim.config.model import VLLM_VERSION
 from vllm_sim.engine.clock import ScaledScheduler
@@ -31,6 +21,10 @@ from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.settings import latency_from_config, limits_from_config, synthesis_settings
 from vllm_sim.engine.steps import StepEngine
 from vllm_sim.engine.tokenizer import SimulatedTokenizer, Tokenizer
+from vllm_sim.frontend.context import ApiContext, RequestIds, ServingSettings
+from vllm_sim.frontend.failures import FailureInjector
+from vllm_sim.frontend.omni import ImageEmission
+from vllm_sim.frontend.render_service import RenderService
 from vllm_sim.http.app import App
 from vllm_sim.http.cors import Cors, CorsPolicy
 from vllm_sim.metrics.cache_config import CacheShape, cache_config_labels
@@ -48,8 +42,14 @@ from vllm_sim.metrics.fake import FakeMetricsDriver
 from vllm_sim.metrics.instrumentator import HttpMetrics
 from vllm_sim.metrics.recorder import MetricsRecorder
 from vllm_sim.perf import StepTimeModel
+from vllm_sim.protocols.openai.response_store import ResponseStore
+from vllm_sim.protocols.ops.admin import RuntimeControl
+from vllm_sim.protocols.ops.health import Readiness
+from vllm_sim.protocols.vllm.grpc_generate import GENERATE_PATH
 from vllm_sim.server.dataset_setup import load_dataset
 from vllm_sim.server.grpc_server import GrpcServer
+from vllm_sim.transports.grpc.service import GrpcState
+from vllm_sim.transports.http.routes import Access, build_routes
 
 MB = 1024 * 1024
 
@@ -152,7 +152,6 @@ def build_instance(
         ids,
         failures,
         images,
-        responses=responses,
         render_service=render,
     )
     readiness = Readiness(cfg.startup_duration / 1e9)
@@ -175,6 +174,7 @@ def build_instance(
         cfg.enable_sleep_mode,
         access,
         cfg.enable_server_load_tracking,
+        responses,
     )
     app = App(
         routes,

@@ -21,14 +21,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
-from vllm_sim.api.context import ApiContext
-from vllm_sim.api.grpc_engine import (
+from vllm_sim.frontend.context import ApiContext
+from vllm_sim.protocols.vllm.grpc_generate import SERVICE
+from vllm_sim.transports.grpc.service import (
     Context,
     GrpcState,
     VllmEngineServicer,
     engine_handler,
 )
-from vllm_sim.api.grpc_generate import SERVICE
 
 log = logging.getLogger("vllm_sim")
 

@@ -6,7 +6,7 @@ import httpx
 
 from tests.support.errors import assert_openai_error
 from tests.support.http import post
-from vllm_sim.api.embeddings import MAX_DIMENSIONS, MAX_VALUES
+from vllm_sim.protocols.openai.embeddings import MAX_DIMENSIONS, MAX_VALUES
 
 
 def test_256_inputs_of_65536_dimensions_are_refused_before_any_vector(http: httpx.Client) -> None:

@@ -24,7 +24,7 @@ from tests.support.fixtures import http_fixture, openai_fixture, server_fixture
 from tests.support.fuzz import fuzz_settings, json_scalars
 from tests.support.http import json_ok
 from tests.support.server import SimServer
-from vllm_sim.api.embeddings import (
+from vllm_sim.protocols.openai.embeddings import (
     EMPTY_STRING,
     INPUT_REQUIRED,
     MAX_DIMENSIONS,

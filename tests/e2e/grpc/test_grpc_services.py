@@ -15,10 +15,10 @@ import pytest
 
 from tests.support.grpc_client import engine_stub, wait_for_requests
 from tests.support.server import SimServer
-from vllm_sim.api.embeddings import embedding_vector
-from vllm_sim.api.grpc_feeds import signed64
 from vllm_sim.proto import engine_pb2 as pb
 from vllm_sim.proto import engine_pb2_grpc as pb_grpc
+from vllm_sim.protocols.openai.embeddings import embedding_vector
+from vllm_sim.transports.grpc.feeds import signed64
 
 
 @pytest.fixture(scope="module")

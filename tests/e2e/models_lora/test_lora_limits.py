@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.errors import assert_openai_error
 from tests.support.server import SimServer
-from vllm_sim.api.lora import MAX_ADAPTERS, MAX_NAME_LENGTH, MAX_PATH_LENGTH
+from vllm_sim.protocols.vllm.lora import MAX_ADAPTERS, MAX_NAME_LENGTH, MAX_PATH_LENGTH
 
 LOAD, UNLOAD = "/v1/load_lora_adapter", "/v1/unload_lora_adapter"
 

@@ -15,7 +15,6 @@ import pytest
 
 from tests.support.content import FixedContent
 from tests.support.virtual_time import LoopClockScheduler, VirtualTimeLoop, run_virtual, virtual_now
-from vllm_sim.api.errors import http_error
 from vllm_sim.engine.core import QUEUE_FULL, Engine, EngineLimits
 from vllm_sim.engine.errors import EngineError, Refusal, RequestAborted
 from vllm_sim.engine.latency import LatencyModel, LatencySettings
@@ -23,6 +22,7 @@ from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 from vllm_sim.errors import RequestError
+from vllm_sim.frontend.errors import http_error
 
 MS = 1_000_000
 

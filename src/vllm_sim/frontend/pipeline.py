@@ -1,0 +1,210 @@
+"""The one request path of every generation endpoint.
+
+decode -> failure injection -> request id -> model -> common knobs -> the protocol's plan
+-> admission -> stream or wait -> answer. Each step runs in this order whatever the
+protocol, so the same mistake is reported the same way on every API, and a feature shared
+by several endpoints is applied here once, as the capability table says.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from vllm_sim.engine.content import ECHO
+from vllm_sim.engine.errors import EngineError, RequestAborted
+from vllm_sim.engine.request import GenerationRequest
+from vllm_sim.engine.sequence import RequestStream
+from vllm_sim.errors import RequestError
+from vllm_sim.frontend.body import decode_body
+from vllm_sim.frontend.context import ApiContext
+from vllm_sim.frontend.endpoint import B, Call, Endpoint, Options, Plan
+from vllm_sim.frontend.errors import http_error
+from vllm_sim.frontend.streaming import sse_events
+from vllm_sim.frontend.transfer import cache_threshold_forced, prefill_answer
+from vllm_sim.http.messages import (
+    AnyResponse,
+    Handler,
+    HttpRequest,
+    Response,
+    StreamingResponse,
+    encode_json,
+)
+
+
+def generation_handler(ctx: ApiContext, endpoint: Endpoint[Any]) -> Handler:
+    """The HTTP handler of one generation endpoint. An error answer carries the request id
+    and pod headers too, in the envelope of the endpoint's API."""
+
+    async def handle(request: HttpRequest) -> AnyResponse:
+        try:
+            return await serve(ctx, endpoint, request)
+        except RequestError as error:
+            headers = ctx.response_headers(ctx.request_id(request))
+            return Response(error.status, endpoint.error_body(error), headers=headers)
+        except RequestAborted:
+            # The client is gone; nginx's 499 names that, and nobody will read it.
+            return Response(499, b"")
+
+    return handle
+
+
+async def serve(ctx: ApiContext, endpoint: Endpoint[B], request: HttpRequest) -> AnyResponse:
+    call, generation = await admit(ctx, endpoint, request)
+    stream, options = call.stream, call.options
+    headers = ctx.response_headers(call.request_id)
+    if options.stream:
+        encoder = endpoint.chunks(call)
+        return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
+    await wait_for_result(stream, request)
+    if _answer_size(stream, options) <= INLINE_ANSWER_SIZE:
+        encoded = _answer_body(endpoint, call, generation)
+    else:
+        encoded = await ctx.off_loop(_answer_body, endpoint, call, generation)
+    return Response(200, encoded, headers=headers)
+
+
+async def admit(
+    ctx: ApiContext,
+    endpoint: Endpoint[B],
+    request: HttpRequest,
+    decoded: tuple[B, int] | None = None,
+) -> tuple[Call[B], GenerationRequest]:
+    """Every step up to the engine's admission, whatever the transport: the call, its
+    stream running, and what was submitted. A refusal raises RequestError. `decoded` is
+    the body and its size on the wire when the transport parsed it already (gRPC)."""
+    if decoded is None:
+        body, size = decode_body(request.body, endpoint.decoder), len(request.body)
+    else:
+        body, size = decoded
+    ctx.failures.check(request)
+    request_id = ctx.request_id(request)
+    model = ctx.resolve_model(body.model)
+    options = endpoint.options(body)
+    check_options(options)
+    options.include_usage = options.include_usage and endpoint.capabilities.include_usage
+    try:
+        if size <= ctx.worker_body_bytes:
+            plan = _plan(ctx, endpoint, body)
+        else:
+            plan = await ctx.off_loop(_plan, ctx, endpoint, body)
+    except RecursionError:
+        # The decoder accepts deeper nesting than a protocol's own walk of the body can
+        # follow (a tool call's arguments, a schema): a client mistake, not a crash.
+        raise RequestError(400, "The request is nested too deeply") from None
+    if plan.render is not None and ctx.render_service is not None:
+        await ctx.render_service.resolve(plan.prompts, plan.render)
+    generation = _generation_request(ctx, endpoint, request, request_id, model, options, plan)
+    try:
+        stream = ctx.engine.submit(generation)
+    except EngineError as error:
+        raise http_error(error) from None
+    return Call(ctx, request_id, model, body, options, stream), generation
+
+
+# Output tokens (each logprob alternative counted) above which an answer is not built on
+# the event loop: ~1 us each, so a few milliseconds' worth at most.
+INLINE_ANSWER_SIZE = 4096
+
+
+def _answer_size(stream: RequestStream, options: Options) -> int:
+    tokens = 0
+    for seq in stream.sequences:
+        tokens += seq.emitted
+    return tokens if options.logprobs is None else tokens * (1 + options.logprobs)
+
+
+def _answer_body(endpoint: Endpoint[B], call: Call[B], generation: GenerationRequest) -> bytes:
+    answer = endpoint.answer(call)
+    if isinstance(answer, bytes):
+        return answer
+    if generation.do_remote_decode:
+        settings = call.ctx.settings
+        sequence = call.stream.sequences[0]
+        answer["kv_transfer_params"] = prefill_answer(
+            sequence, settings.pod_ip, settings.block_size
+        )
+    return encode_json(answer)
+
+
+def check_options(options: Options) -> None:
+    """vLLM's rules on the knobs every protocol shares."""
+    if options.n is not None and options.n < 1:
+        raise RequestError(400, "n must be at least 1", param="n")
+    max_tokens = options.max_tokens
+    if max_tokens is not None and max_tokens <= 0 and not (max_tokens == 0 and options.echo):
+        raise RequestError(
+            400, "Max completion tokens and max tokens should be positive", options.max_tokens_field
+        )
+    if options.ignore_eos and max_tokens is None:
+        raise RequestError(
+            400,
+            "Ignore_eos is true but max_completion_tokens (or max_tokens) is not set",
+            param="ignore_eos",
+        )
+    transfer = options.transfer
+    if transfer is not None and transfer.do_remote_decode and options.stream:
+        raise RequestError(400, "Prefill does not support streaming", "kv_transfer_params")
+
+
+def _plan(ctx: ApiContext, endpoint: Endpoint[B], body: B) -> Plan:
+    """The protocol's plan; in echo mode with the texts to echo already tokenized, so that
+    no large text is tokenized on the event loop when its sequence starts."""
+    plan = endpoint.plan(ctx, body)
+    if ctx.engine.content.mode == ECHO:
+        for prompt in plan.prompts:
+            if prompt.echo_text is not None:
+                prompt.echo_tokens = ctx.tokenizer.tokenize(prompt.echo_text)
+    return plan
+
+
+def _generation_request(
+    ctx: ApiContext,
+    endpoint: Endpoint[B],
+    request: HttpRequest,
+    request_id: str,
+    model: str,
+    options: Options,
+    plan: Plan,
+) -> GenerationRequest:
+    features = endpoint.capabilities
+    transfer = options.transfer if features.kv_transfer else None
+    return GenerationRequest(
+        request_id=request_id,
+        model=model,
+        prompts=plan.prompts,
+        n=(options.n or 1) if features.choices else 1,
+        max_tokens=options.max_tokens,
+        ignore_eos=options.ignore_eos,
+        arrival_time=int(time.time()),
+        received=request.received,
+        with_image=features.omni_image and ctx.images.wants_image(request),
+        tools=plan.tools,
+        json_output=plan.json_output,
+        do_remote_prefill=transfer is not None and transfer.do_remote_prefill,
+        do_remote_decode=transfer is not None and transfer.do_remote_decode,
+        cache_hit_threshold=options.cache_hit_threshold if features.cache_hit_threshold else None,
+        force_cache_threshold=features.threshold_header and cache_threshold_forced(request),
+        max_tokens_field=options.max_tokens_field,
+        logprobs=options.logprobs,
+        stops=options.stops,
+        seed=options.seed,
+        greedy=options.greedy,
+        prompt_logprobs=options.prompt_logprobs,
+    )
+
+
+async def wait_for_result(stream: RequestStream, request: HttpRequest) -> None:
+    """Waits for a whole non-streaming request; the client leaving aborts it."""
+    if not stream.done:
+        stop_watching = request.on_disconnect(stream.abort)
+        try:
+            await stream.wait_done()
+        finally:
+            stop_watching()
+            stream.abort()
+    error = stream.error
+    if isinstance(error, EngineError):
+        raise http_error(error)
+    if error is not None:
+        raise error

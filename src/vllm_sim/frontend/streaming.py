@@ -1,0 +1,468 @@
+"""One server-sent-events driver for every protocol: protocols differ only in framing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import msgspec
+
+from vllm_sim.engine.errors import RequestAborted
+from vllm_sim.engine.finish import Finish
+from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.errors import RequestError
+from vllm_sim.frontend.errors import as_request_error
+from vllm_sim.frontend.usage import usage_of
+from vllm_sim.http.messages import READY, BodyWriter, HttpRequest, error_body
+
+log = logging.getLogger("vllm_sim.server")
+
+L = TypeVar("L")
+
+
+class ChunkEncoder(Protocol):
+    """How one protocol frames the life of each choice as SSE events."""
+
+    def opening(self, seq: Sequence) -> bytes:
+        """Sent once per choice, just before its first token (chat: the role chunk)."""
+
+    def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
+        """One event per token in [start, end)."""
+
+    def finish(self, seq: Sequence) -> bytes:
+        """Sent once per choice when it finishes."""
+
+    def closing(self, stream: RequestStream) -> bytes:
+        """Sent once at the end of a successful stream (usage, [DONE])."""
+
+    def error(self, error: RequestError) -> bytes:
+        """Sent instead of the closing when the request fails after the stream began."""
+
+
+def error_event(error: RequestError) -> bytes:
+    return b"data: " + error_body(error) + b"\n\ndata: [DONE]\n\n"
+
+
+class OpenAIStreamErrors:
+    """The error event of OpenAI-style streams: the error body, then [DONE]."""
+
+    def error(self, error: RequestError) -> bytes:
+        return error_event(error)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerShape:
+    """What a chat or completion answer carries beside its tokens, fixed per request."""
+
+    rid: str
+    model: str
+    include_usage: bool = False  # stream_options.include_usage: a usage chunk at the end
+    continuous_usage: bool = False  # ...and continuous_usage_stats: usage on every chunk
+    token_ids: bool = False  # return_token_ids: the tokens' ids, and the prompt's
+    fingerprint: str = ""  # system_fingerprint, on the answer or the stream's last chunk
+    details: bool = False  # --enable-prompt-tokens-details
+
+
+class OpenAIChunks(OpenAIStreamErrors):
+    """What chat and completion chunks share: one choice per chunk, spliced from bytes
+    precomputed per request around each token; the last token's chunk carries the finish
+    (vLLM sends no chunk of its own for it); then the usage chunk and [DONE]."""
+
+    OBJECT = ""  # the chunks' `object`
+
+    def __init__(self, stream: RequestStream, shape: AnswerShape) -> None:
+        self._stream = stream
+        self._shape = shape
+        self._created = int(stream.request.arrival_time)
+        self._unfinished = len(stream.sequences)
+        self._folded: set[int] = set()  # choices whose finish rode on a token chunk
+        self._head = (
+            b'data: {"id":'
+            + json_str(shape.rid)
+            + b',"object":'
+            + json_str(self.OBJECT)
+            + b',"created":'
+            + str(self._created).encode()
+            + b',"model":'
+            + json_str(shape.model)
+            + b',"choices":[{"index":'
+        )
+        self._fingerprint = b',"system_fingerprint":' + json_str(shape.fingerprint)
+        self._plain = not (shape.continuous_usage or shape.token_ids)
+
+    def _folds(self, seq: Sequence, end: int) -> bool:
+        """Whether the token chunk ending at `end` carries the finish: it is the last token
+        of a choice that has ended (an omni choice ends with its image chunk instead)."""
+        if end != len(seq.output_ids) or not seq.finished or seq.request.with_image:
+            return False
+        self._folded.add(seq.index)
+        return True
+
+    @staticmethod
+    def _ending(seq: Sequence, finish_reason: str | None) -> bytes:
+        """The finish keys of a choice's last chunk: finish_reason and stop_reason."""
+        reason = seq.stop_reason
+        stop = b"null" if reason is None else _encode(reason)
+        return (
+            b',"finish_reason":'
+            + json_str(finish_reason or Finish.STOP)
+            + b',"stop_reason":'
+            + stop
+        )
+
+    def _top(self, seq: Sequence, completion_tokens: int, last: bool) -> bytes:
+        """The keys after `choices`: running usage, and the fingerprint on the last chunk."""
+        extra = b""
+        if self._shape.continuous_usage:
+            extra = b',"usage":' + _encode(running_usage(seq, completion_tokens))
+        if last:
+            self._unfinished -= 1
+            if self._unfinished == 0 and not self._shape.include_usage:
+                extra += self._fingerprint
+        return extra
+
+    def _token_ids(self, seq: Sequence, i: int) -> bytes:
+        if not self._shape.token_ids:
+            return b'"token_ids":null'
+        return b'"token_ids":[' + str(seq.output_ids[i]).encode() + b"]"
+
+    def closing(self, stream: RequestStream) -> bytes:
+        """The optional usage chunk (no choices, carrying the fingerprint), then [DONE]."""
+        if not self._shape.include_usage:
+            return b"data: [DONE]\n\n"
+        chunk = {
+            "id": self._shape.rid,
+            "object": self.OBJECT,
+            "created": self._created,
+            "model": self._shape.model,
+            "choices": [],
+            "usage": usage_of(stream.sequences).stream_json(self._shape.details),
+            "system_fingerprint": self._shape.fingerprint,
+        }
+        return b"data: " + _encode(chunk) + b"\n\ndata: [DONE]\n\n"
+
+
+def running_usage(seq: Sequence, completion_tokens: int) -> dict[str, int | None]:
+    """The usage a chunk carries with continuous_usage_stats: its choice's tokens so far."""
+    prompt = seq.prompt_tokens
+    return {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion_tokens,
+        "completion_tokens": completion_tokens,
+        "completion_tokens_details": None,
+    }
+
+
+def named_event(name: str, payload: object) -> bytes:
+    """`event: <name>` framing, as the Responses and Anthropic streams use."""
+    return b"event: " + name.encode() + b"\ndata: " + _encode(payload) + b"\n\n"
+
+
+def sse_events(
+    stream: RequestStream, request: HttpRequest, encoder: ChunkEncoder
+) -> Callable[[BodyWriter], Awaitable[None]]:
+    """The body producer of a streamed request (see StreamingResponse)."""
+
+    def produce(write: BodyWriter) -> Awaitable[None]:
+        return _write_events(stream, request, encoder, write)
+
+    return produce
+
+
+# Token events encoded per write. A request's tokens may all be due at once (zero
+# inter-token latency, n in the hundreds): written in slices, with the loop yielded between
+# them, they neither block other clients nor pile up in memory ahead of a slow reader.
+TOKENS_PER_WRITE = 256
+
+
+async def _write_events(
+    stream: RequestStream, request: HttpRequest, encoder: ChunkEncoder, write: BodyWriter
+) -> None:
+    """Writes a request's tokens as they are released, until it ends or the client leaves.
+
+    This loop runs once per released token of every stream, so it waits on the stream's
+    future directly rather than through helpers: each extra layer costs every token.
+    """
+    sequences = stream.sequences
+    opened = [False] * len(sequences)
+    closed = [False] * len(sequences)
+    stop_watching = None
+    # One choice (nearly every stream): its tokens are written from the engine's tick.
+    pusher = _Pusher(stream, encoder, write, opened, closed) if len(sequences) == 1 else None
+    try:
+        while True:
+            if not stream.has_news():
+                if stop_watching is None:
+                    stop_watching = request.on_disconnect(stream.abort)
+                if pusher is None:
+                    await stream.notification()
+                else:
+                    await pusher.push_until_needed()
+                    if pusher.blocked is not None:  # the client is not reading: wait for it
+                        blocked, pusher.blocked = pusher.blocked, None
+                        await blocked
+                continue
+            parts: list[bytes] = []
+            room = TOKENS_PER_WRITE
+            if len(sequences) == 1:
+                if not closed[0]:
+                    room = _encode_news(sequences[0], 0, encoder, opened, closed, parts, room)
+            else:
+                room = _interleave(sequences, encoder, opened, closed, parts, room)
+            error = stream.error
+            if isinstance(error, RequestAborted):
+                return
+            if error is not None:
+                parts.append(encoder.error(as_request_error(error)))
+            elif room <= 0:
+                await write(b"".join(parts))
+                await asyncio.sleep(0)
+                continue
+            elif stream.done:
+                parts.append(encoder.closing(stream))
+            if parts:
+                await write(b"".join(parts))
+            if stream.done:
+                return
+    finally:
+        stream.listener = None
+        if stop_watching is not None:
+            stop_watching()
+        stream.abort()  # a no-op once the stream is done
+
+
+class _Pusher:
+    """Writes a one-choice stream's tokens as the engine releases them, from inside the
+    engine's tick (RequestStream.listener): a token costs its encode and one transport
+    write, and the tokens of one tick go out in that tick. It hands the stream back to its
+    coroutine for everything else: the end, a failure, a client that stopped reading, or
+    more tokens at once than one write should carry."""
+
+    __slots__ = ("_closed", "_encoder", "_opened", "_stream", "_waiter", "_write", "blocked")
+
+    def __init__(
+        self,
+        stream: RequestStream,
+        encoder: ChunkEncoder,
+        write: BodyWriter,
+        opened: list[bool],
+        closed: list[bool],
+    ) -> None:
+        self._stream = stream
+        self._encoder = encoder
+        self._write = write
+        self._opened = opened
+        self._closed = closed
+        self._waiter: asyncio.Future[None] | None = None
+        self.blocked: Awaitable[None] | None = None  # a write that must be awaited
+
+    def push_until_needed(self) -> asyncio.Future[None]:
+        """Pushes from now on; the future is done when the coroutine must take over."""
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        self._stream.listener = self._on_news
+        return waiter
+
+    def _on_news(self) -> None:
+        stream = self._stream
+        if stream.done or self._closed[0]:
+            self._hand_back()
+            return
+        parts: list[bytes] = []
+        try:
+            room = _encode_news(
+                stream.sequences[0],
+                0,
+                self._encoder,
+                self._opened,
+                self._closed,
+                parts,
+                TOKENS_PER_WRITE,
+            )
+            if parts:
+                written = self._write(b"".join(parts))
+                if written is not READY:
+                    self.blocked = written
+                    room = 0
+        except Exception:  # never into the engine's tick: the coroutine meets it again
+            log.exception("streaming a token failed")
+            room = 0
+        if room <= 0:
+            self._hand_back()
+
+    def _hand_back(self) -> None:
+        self._stream.listener = None
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+def _interleave(
+    sequences: list[Sequence],
+    encoder: ChunkEncoder,
+    opened: list[bool],
+    closed: list[bool],
+    parts: list[bytes],
+    room: int,
+) -> int:
+    """The news of several choices as vLLM's steps send them: every choice's opening
+    first, then one token of each choice in turn; returns the room left."""
+    for i, seq in enumerate(sequences):
+        if not opened[i] and (seq.emitted > seq.sent or seq.finished):
+            opened[i] = True
+            parts.append(encoder.opening(seq))
+    while room > 0:
+        written = len(parts)
+        for i, seq in enumerate(sequences):
+            if not closed[i]:
+                room = _encode_news(seq, i, encoder, opened, closed, parts, room, 1)
+                if room <= 0:
+                    break
+        if len(parts) == written:
+            break
+    return room
+
+
+def _encode_news(
+    seq: Sequence,
+    i: int,
+    encoder: ChunkEncoder,
+    opened: list[bool],
+    closed: list[bool],
+    parts: list[bytes],
+    room: int,
+    most: int = TOKENS_PER_WRITE,
+) -> int:
+    """Encodes up to `most` (and `room`) new tokens of `seq`, and its end once all are
+    sent; returns the room left."""
+    emitted = seq.emitted
+    if emitted > seq.sent or seq.finished:
+        if not opened[i]:
+            opened[i] = True
+            parts.append(encoder.opening(seq))
+        if emitted > seq.sent:
+            end = min(emitted, seq.sent + min(room, most))
+            parts.append(encoder.tokens(seq, seq.sent, end))
+            room -= end - seq.sent
+            seq.sent = end
+    if seq.finished and seq.sent >= seq.emitted:
+        closed[i] = True
+        parts.append(encoder.finish(seq))
+    return room
+
+
+_encode = msgspec.json.encode
+
+
+def json_str(text: str) -> bytes:
+    """A JSON string literal (with quotes), for splicing into precomputed chunks."""
+    return _encode(text)
+
+
+def encoded_choices(
+    stream: RequestStream, choice: Callable[[Sequence, L], dict[str, Any]], how: L
+) -> list[Any]:
+    """`choice(seq, how)` of each sequence, each encoded on its own: an answer too large
+    for the event loop is built on a thread, and one encode of all of it would hold the
+    GIL throughout."""
+    sequences = stream.sequences
+    if len(sequences) == 1:
+        return [choice(sequences[0], how)]  # nothing to split: encoded with the answer
+    return [msgspec.Raw(_encode(choice(seq, how))) for seq in sequences]
+
+
+class PlainTest(Protocol):
+    """What a request asked for that rules out a plain answer (the protocol's options)."""
+
+    @property
+    def logprobs(self) -> int | None: ...
+    @property
+    def token_ids(self) -> bool: ...
+    @property
+    def prompt_logprobs(self) -> int | None: ...
+    @property
+    def transfer(self) -> object | None: ...
+
+
+def plain_sequence(options: PlainTest, stream: RequestStream) -> Sequence | None:
+    """The one sequence of a request whose answer may be written plain: one choice with no
+    logprobs, token ids, prompt logprobs, transfer, tools or image. None otherwise."""
+    sequences = stream.sequences
+    if len(sequences) != 1 or options.logprobs is not None or options.token_ids:
+        return None
+    if options.prompt_logprobs is not None or options.transfer is not None:
+        return None
+    seq = sequences[0]
+    if seq.tool_calls is not None or seq.request.with_image or seq.finish_reason in _NOT_PLAIN:
+        return None
+    return seq
+
+
+_NOT_PLAIN = (Finish.CACHE_THRESHOLD, Finish.TOOL_CALLS)
+
+
+def plain_template(obj: bytes, choice_tail: bytes, answer_tail: bytes) -> PlainTemplate:
+    """A protocol's plain answer around the parts that vary: its `object` (JSON), the keys
+    of its choice after `token_ids`, and those of the answer after `usage`."""
+    return (
+        b',"object":' + obj + b',"created":',
+        b',"token_ids":null' + choice_tail + b'}],"service_tier":null,"system_fingerprint":',
+        answer_tail,
+    )
+
+
+PlainTemplate = tuple[bytes, bytes, bytes]
+
+
+def plain_object(
+    stream: RequestStream, rid: str, model: str, template: PlainTemplate, text: bytes, shape: Plain
+) -> bytes:
+    """The bytes `openai_object` encodes for a plain answer (see plain_sequence), from the
+    protocol's `plain_template` and its one choice's keys up to its text (`text`); `shape`
+    is the fingerprint and whether prompt token details are listed."""
+    fingerprint, details = shape
+    seq = stream.sequences[0]
+    usage = usage_of(stream.sequences).openai_json(details)
+    head, middle, tail = template
+    return b"".join(
+        (
+            b'{"id":',
+            _encode(rid),
+            head,
+            str(int(stream.request.arrival_time)).encode(),
+            b',"model":',
+            _encode(model),
+            b',"choices":[',
+            text,
+            b',"finish_reason":',
+            _encode(seq.finish_reason),
+            b',"stop_reason":',
+            _encode(seq.stop_reason),
+            middle,
+            _encode(fingerprint),
+            b',"usage":',
+            _encode(usage),
+            tail,
+        )
+    )
+
+
+Plain = tuple[str, bool]
+
+
+def openai_object(
+    stream: RequestStream, shape: AnswerShape, obj: str, choices: list[Any]
+) -> dict[str, Any]:
+    """The keys a chat or text completion starts with, as vLLM sends them."""
+    return {
+        "id": shape.rid,
+        "object": obj,
+        "created": int(stream.request.arrival_time),
+        "model": shape.model,
+        "choices": choices,
+        "service_tier": None,
+        "system_fingerprint": shape.fingerprint,
+        "usage": usage_of(stream.sequences).openai_json(shape.details),
+    }

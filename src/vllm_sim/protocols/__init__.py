@@ -1,0 +1,1 @@
+"""The wire protocols: each folder parses its bodies and encodes its answers."""

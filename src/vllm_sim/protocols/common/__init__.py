@@ -1,0 +1,1 @@
+"""Request parts several protocols share: conversations, tools, logprobs, sampling knobs."""

@@ -1,0 +1,1 @@
+"""OpenAI's API: chat, completions, responses, embeddings, models and vLLM's render routes."""

@@ -1,0 +1,411 @@
+"""POST /v1/chat/completions: parse into a GenerationRequest, encode what the engine says."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+from vllm_sim.engine.finish import Finish
+from vllm_sim.engine.generation.toolcalls import ToolCallOutput, ToolPlan
+from vllm_sim.engine.request import JsonPlan, Prompt
+from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.errors import RequestError
+from vllm_sim.frontend.context import ApiContext
+from vllm_sim.frontend.endpoint import (
+    Call,
+    Endpoint,
+    Options,
+    Plan,
+    answer_shape,
+)
+from vllm_sim.frontend.omni import image_block
+from vllm_sim.frontend.streaming import (
+    AnswerShape,
+    OpenAIChunks,
+    encoded_choices,
+    json_str,
+    openai_object,
+    plain_object,
+    plain_sequence,
+    plain_template,
+)
+from vllm_sim.protocols.common.conversation import (
+    ChatMessage,
+    mm_features,
+    read_conversation,
+    render,
+)
+from vllm_sim.protocols.common.logprobs import ChatLogprobs, check_logprobs_count, prompt_logprobs
+from vllm_sim.protocols.common.sampling import ChatSampling, sampling_options
+from vllm_sim.protocols.common.tools import (
+    parse_response_format,
+    parse_tool_choice,
+    parse_tools,
+    plan_tools,
+    probe_schema,
+    tool_candidates,
+)
+
+# How a request chose its tools (tool_choice): it decides how a call is reported.
+ToolMode = Literal["auto", "required", "named"]
+_encode = msgspec.json.encode
+
+
+class ChatRequest(ChatSampling, kw_only=True):
+    messages: list[ChatMessage]
+    n: int | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    tools: list[Any] | None = None  # each tool is checked by parse_tools
+    # UNSET (absent) means auto; an explicit null is an error, as in the reference.
+    # Any: a wrong type gets the reference's own message from parse_tool_choice.
+    tool_choice: Any | msgspec.UnsetType = msgspec.UNSET
+    # Any: a wrong type gets parse_response_format's own message, naming what it got.
+    response_format: Any = None
+    cache_hit_threshold: float | None = None
+
+
+class ChatEndpoint(Endpoint[ChatRequest]):
+    decoder = msgspec.json.Decoder(ChatRequest)
+
+    def options(self, body: ChatRequest) -> Options:
+        field = "max_completion_tokens"
+        max_tokens = body.max_completion_tokens
+        if max_tokens is None:
+            max_tokens, field = body.max_tokens, "max_tokens"
+        logprobs = (body.top_logprobs or 0) if body.logprobs else None
+        options = Options.of(body, max_tokens, field, body.n, body.cache_hit_threshold, logprobs)
+        return sampling_options(options, body)
+
+    def plan(self, ctx: ApiContext, body: ChatRequest) -> Plan:
+        check_logprobs_count(body.top_logprobs, "top_logprobs")
+        if body.top_logprobs and not body.logprobs:
+            raise RequestError(
+                400, "when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs"
+            )
+        tools = _tool_plan(ctx, body)
+        plan = Plan([_prompt(ctx, body)], tools, _json_plan(ctx, body))
+        if ctx.render_service is not None:
+            plan.render = [ctx.render_service.chat_call(body.messages, _has_image(body.messages))]
+        return plan
+
+    def chunks(self, call: Call[ChatRequest]) -> ChatChunks:
+        return ChatChunks(
+            call.stream, answer_shape(call, "chatcmpl-"), _top(call), _tool_mode(call)
+        )
+
+    def answer(self, call: Call[ChatRequest]) -> dict[str, Any] | bytes:
+        plain = _plain_completion(call)
+        if plain is not None:
+            return plain
+        return _completion(call, answer_shape(call, "chatcmpl-"))
+
+
+def _top(call: Call[ChatRequest]) -> int:
+    """How many alternatives each token's logprobs list; -1 for no logprobs at all."""
+    body = call.body
+    return (body.top_logprobs or 0) if body.logprobs else -1
+
+
+def _tool_mode(call: Call[ChatRequest]) -> ToolMode:
+    """How the request chose its tools, which decides how a call is reported: a named tool
+    finishes with "stop", and a forced call has empty rather than null content."""
+    choice = call.body.tool_choice
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        return "named"  # other object choices (custom, allowed_tools) act as auto
+    return "required" if choice == "required" else "auto"
+
+
+def _prompt(ctx: ApiContext, body: ChatRequest) -> Prompt:
+    """The rendered conversation's tokens; with prefix caching on, its media features too,
+    so that blocks holding an image hash with that image."""
+    conversation = read_conversation(body.messages)
+    turns = conversation.turns
+    echo_text = turns[-1].text if turns else ""
+    text = render(ctx.tokenizer, body.messages, conversation, body)
+    special = body.add_special_tokens
+    if not (ctx.settings.prefix_caching and conversation.media):
+        return Prompt(ctx.tokenizer.encode(text, special), echo_text)
+    ids, pieces = ctx.tokenizer.tokenize(text, special)
+    return Prompt(ids, echo_text, mm_features(conversation, text, pieces))
+
+
+def _has_image(messages: list[ChatMessage]) -> bool:
+    return any(
+        block.type == "image_url"
+        for message in messages
+        if isinstance(message.content, list)
+        for block in message.content
+    )
+
+
+def _tool_plan(ctx: ApiContext, body: ChatRequest) -> ToolPlan | None:
+    """The tools this request may call; every tool is checked even when none may be."""
+    if body.tools is None and body.tool_choice is msgspec.UNSET:
+        return None  # the common case, answered without the parsers
+    tools = parse_tools(body.tools, ctx.settings.skip_tool_validation)
+    choice = parse_tool_choice(body.tool_choice)
+    candidates = tool_candidates(tools, choice)
+    forced = choice.mode in ("required", "named")
+    return plan_tools(candidates, forced, ctx.engine.content.synthesis)
+
+
+def _json_plan(ctx: ApiContext, body: ChatRequest) -> JsonPlan | None:
+    if body.response_format is None:
+        return None
+    response_format = parse_response_format(body.response_format)
+    if response_format is None or response_format.kind == "text":
+        return None
+    if response_format.schema is not None:
+        settings = ctx.engine.content.synthesis
+        probe_schema(response_format.schema, "response_format", "response_format", settings)
+    return JsonPlan(response_format.schema)
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceShape:
+    """How each choice of a non-streamed answer is written."""
+
+    logprobs: ChatLogprobs | None
+    token_ids: bool  # return_token_ids
+    tool_mode: ToolMode
+
+
+def _completion(call: Call[ChatRequest], shape: AnswerShape) -> dict[str, Any]:
+    top = _top(call)
+    how = ChoiceShape(ChatLogprobs(top) if top >= 0 else None, shape.token_ids, _tool_mode(call))
+    stream = call.stream
+    answer = openai_object(stream, shape, "chat.completion", encoded_choices(stream, _choice, how))
+    prompt = stream.sequences[0].prompt
+    answer["prompt_logprobs"] = prompt_logprobs(
+        prompt.token_ids, call.options.prompt_logprobs, call.ctx.tokenizer.piece
+    )
+    answer["prompt_token_ids"] = prompt.token_ids if shape.token_ids else None
+    answer["prompt_text"] = None
+    answer["kv_transfer_params"] = None
+    answer["ec_transfer_params"] = None
+    answer["metrics"] = None
+    return answer
+
+
+_PLAIN_TEMPLATE = plain_template(
+    b'"chat.completion"',
+    b',"routed_experts":null',
+    b',"prompt_logprobs":null,"prompt_token_ids":null,"prompt_text":null,'
+    b'"kv_transfer_params":null,"ec_transfer_params":null,"metrics":null}',
+)
+_PLAIN_MESSAGE_TAIL = (
+    b',"refusal":null,"annotations":null,"audio":null,"function_call":null,"reasoning":null}'
+    b',"logprobs":null'
+)
+
+
+def _plain_completion(call: Call[ChatRequest]) -> bytes | None:
+    """The common answer (one text choice; no logprobs, ids, image, tools or transfer)
+    written from precomputed parts: the same bytes as `_completion`'s, at a third of the
+    cost. None for any other answer."""
+    stream = call.stream
+    seq = plain_sequence(call.options, stream)
+    if seq is None:
+        return None
+    text = (
+        b'{"index":0,"message":{"role":"assistant","content":'
+        + _encode("".join(seq.output_pieces))
+        + _PLAIN_MESSAGE_TAIL
+    )
+    settings = call.ctx.settings
+    shape = (settings.system_fingerprint, settings.prompt_tokens_details)
+    return plain_object(
+        stream, "chatcmpl-" + call.request_id, call.model, _PLAIN_TEMPLATE, text, shape
+    )
+
+
+def _message(content: object) -> dict[str, Any]:
+    """An assistant message with every key vLLM sends."""
+    return {
+        "role": "assistant",
+        "content": content,
+        "refusal": None,
+        "annotations": None,
+        "audio": None,
+        "function_call": None,
+        "reasoning": None,
+    }
+
+
+def _choice(seq: Sequence, how: ChoiceShape) -> dict[str, Any]:
+    if seq.tool_calls is not None:
+        message = _tool_call_message(seq, seq.tool_calls, how.tool_mode)
+        logprobs = None
+    elif seq.finish_reason == Finish.CACHE_THRESHOLD:
+        # Refused before generating: no content at all, not even an empty one.
+        message, logprobs = {"role": "assistant"}, None
+    else:
+        pieces = seq.output_pieces
+        content: str | list[dict[str, object]] = "".join(pieces)
+        if seq.request.with_image:
+            content = [{"type": "text", "text": content}, image_block()]
+        message = _message(content)
+        logprobs = how.logprobs.content(pieces, 0) if how.logprobs is not None else None
+    return {
+        "index": seq.index,
+        "message": message,
+        "logprobs": logprobs,
+        "finish_reason": _finish_reason(seq, how.tool_mode),
+        "stop_reason": seq.stop_reason,
+        "token_ids": seq.output_ids if how.token_ids else None,
+        "routed_experts": None,
+    }
+
+
+def _finish_reason(seq: Sequence, tool_mode: ToolMode) -> str | None:
+    """vLLM reports a call to a named tool as an ordinary stop."""
+    if tool_mode == "named" and seq.finish_reason == Finish.TOOL_CALLS:
+        return Finish.STOP
+    return seq.finish_reason
+
+
+def _tool_call_message(
+    seq: Sequence, calls: list[ToolCallOutput], tool_mode: ToolMode
+) -> dict[str, Any]:
+    content: object = "" if tool_mode != "auto" else None
+    if seq.request.with_image:
+        content = [image_block()]
+    message = _message(content)
+    message["tool_calls"] = [
+        {
+            "id": TOOL_CALL_PREFIX + call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        }
+        for call in calls
+    ]
+    return message
+
+
+TOOL_CALL_PREFIX = "chatcmpl-tool-"
+_IMAGE_DELTA = msgspec.json.encode({"content": [image_block()]})
+
+
+def _tool_call_delta(calls: list[ToolCallOutput], i: int, piece: str) -> bytes:
+    """One argument token of a call; its first also names the call, as the OpenAI SDK's
+    stream helper expects (it concatenates repeated string fields)."""
+    index = next(k for k, call in enumerate(calls) if call.start <= i < call.end)
+    call = calls[index]
+    entry: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
+    if i == call.start:
+        entry = {
+            "index": index,
+            "id": TOOL_CALL_PREFIX + call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": piece},
+        }
+    return msgspec.json.encode({"content": None, "tool_calls": [entry]})
+
+
+def _text_block_delta(piece: str) -> bytes:
+    return b'{"content":[{"type":"text","text":' + json_str(piece) + b"}]}"
+
+
+class ChatChunks(OpenAIChunks):
+    """Chat completion chunks, spliced from precomputed bytes around each token."""
+
+    OBJECT = "chat.completion.chunk"
+
+    def __init__(
+        self, stream: RequestStream, shape: AnswerShape, top: int, tool_mode: ToolMode
+    ) -> None:
+        super().__init__(stream, shape)
+        self._logprobs = ChatLogprobs(top) if top >= 0 else None
+        self._tool_mode = tool_mode
+        self._plain_tail = b'},"logprobs":null,"finish_reason":null,"token_ids":null}]}\n\n'
+
+    def opening(self, seq: Sequence) -> bytes:
+        if seq.finish_reason == Finish.CACHE_THRESHOLD:
+            return b""  # a refused choice is one finish chunk, nothing before it
+        prompt_ids = _encode(seq.prompt.token_ids) if self._shape.token_ids else b"null"
+        return (
+            self._head
+            + str(seq.index).encode()
+            + b',"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
+            + self._top(seq, 0, False)
+            + b',"prompt_token_ids":'
+            + prompt_ids
+            + b',"prompt_text":null}\n\n'
+        )
+
+    def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
+        folds = self._folds(seq, end)
+        stop = end - 1 if folds else end
+        pieces = seq.output_pieces
+        if self._plain and self._logprobs is None and seq.tool_calls is None:
+            if not seq.request.with_image:
+                head = self._head + str(seq.index).encode() + b',"delta":{"content":'
+                tail = self._plain_tail
+                encode = _encode  # not json_str: one Python call less per token
+                parts = [head + encode(piece) + tail for piece in pieces[start:stop]]
+            else:
+                parts = [self._token_chunk(seq, i, False) for i in range(start, stop)]
+        else:
+            parts = [self._token_chunk(seq, i, False) for i in range(start, stop)]
+        if folds:
+            parts.append(self._token_chunk(seq, end - 1, True))
+        return b"".join(parts)
+
+    def _token_chunk(self, seq: Sequence, i: int, last: bool) -> bytes:
+        return self._choice_chunk(seq, self._delta(seq, i), self._token_logprobs(seq, i), i, last)
+
+    def _choice_chunk(
+        self, seq: Sequence, delta: bytes, logprobs: bytes, i: int, last: bool
+    ) -> bytes:
+        """One choice's chunk for its token `i` (-1: none); `last` adds its finish."""
+        ending = self._ending(seq, self._finish_reason(seq)) if last else b',"finish_reason":null'
+        token_ids = self._token_ids(seq, i) if i >= 0 else b'"token_ids":null'
+        return (
+            self._head
+            + str(seq.index).encode()
+            + b',"delta":'
+            + delta
+            + b',"logprobs":'
+            + logprobs
+            + ending
+            + b","
+            + token_ids
+            + b"}]"
+            + self._top(seq, i + 1 if i >= 0 else seq.emitted, last)
+            + b"}\n\n"
+        )
+
+    def _finish_reason(self, seq: Sequence) -> str | None:
+        return _finish_reason(seq, self._tool_mode)
+
+    def _delta(self, seq: Sequence, i: int) -> bytes:
+        piece = seq.output_pieces[i]
+        if seq.eos and i == len(seq.output_ids) - 1:
+            return b"{}"  # the end-of-sequence step says nothing, as vLLM's does
+        if seq.tool_calls is not None:
+            return _tool_call_delta(seq.tool_calls, i, piece)
+        if seq.request.with_image:
+            return _text_block_delta(piece)  # an omni answer streams its text as blocks
+        return b'{"content":' + json_str(piece) + b"}"
+
+    def _token_logprobs(self, seq: Sequence, i: int) -> bytes:
+        if self._logprobs is None or seq.tool_calls is not None:
+            return b"null"
+        return b'{"content":[' + self._logprobs.entry(seq.output_pieces[i], i) + b"]}"
+
+    def finish(self, seq: Sequence) -> bytes:
+        """The finish of a choice no token chunk could carry: one refused before any
+        token, or an omni answer, whose image follows its text."""
+        if seq.index in self._folded:
+            return b""
+        done = self._choice_chunk(seq, b"{}", b"null", -1, True)
+        if not seq.request.with_image:
+            return done
+        image = self._choice_chunk(seq, _IMAGE_DELTA, b"null", -1, False)
+        # The image chunk names its modality beside the choices, as omni servers do.
+        return image.replace(b"}\n\n", b',"modality":"image"}\n\n', 1) + done

@@ -1,0 +1,1 @@
+"""What operators call: the admin routes, health, metrics and SageMaker's entry points."""

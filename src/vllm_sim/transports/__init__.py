@@ -1,0 +1,1 @@
+"""The transports a request arrives by, each an adapter over the front end."""

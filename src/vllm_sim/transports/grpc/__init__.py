@@ -1,0 +1,1 @@
+"""The gRPC transport: vLLM's engine service over the front end."""

@@ -1,0 +1,1 @@
+"""The HTTP transport: the route table of every protocol on the HTTP kernel."""
