@@ -66,12 +66,12 @@ def serve_rank(cfg: Config, port: int, rank: int, notes: Sequence[Note] = ()) ->
     """Serves one rank in this process until it is stopped; its exit status. `notes` are
     logged once the last start-up check passed, so a failed start still says one line."""
     # Imported late so that --help and config errors answer fast.
-    from vllm_sim.engine.tokenizer.select import choose_tokenizer
     from vllm_sim.server.build import build_instance
     from vllm_sim.server.dataset_setup import DatasetSetupError
     from vllm_sim.server.runner import serve
     from vllm_sim.server.step_timing import step_timing
     from vllm_sim.server.tls import TlsError, tls_setup
+    from vllm_sim.server.tokenizer_setup import choose_tokenizer
 
     try:
         timing = step_timing(cfg, os.environ)

@@ -12,10 +12,6 @@ from typing import Any, Literal
 
 from .fake_metrics import FakeMetrics
 
-# The vLLM release whose answers the simulator gives (its /version, system_fingerprint).
-VLLM_VERSION = "0.32.0"
-
-
 # What times tokens: the reference's sampled latencies, or vLLM V1's step loop timed by a
 # performance model (closed-form from config.json and the GPU, or measured tables).
 TimingModel = Literal["constant", "roofline", "table"]

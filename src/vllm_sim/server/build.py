@@ -20,8 +20,8 @@ from vllm_sim.api.omni import ImageEmission
 from vllm_sim.api.render_service import RenderService
 from vllm_sim.api.response_store import ResponseStore
 from vllm_sim.api.routes import Access, build_routes
+from vllm_sim.api.server_info import VLLM_VERSION
 from vllm_sim.config import Config, FakeMetrics, project
-from vllm_sim.config.model import VLLM_VERSION
 from vllm_sim.engine.clock import ScaledScheduler
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
