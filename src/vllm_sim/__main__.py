@@ -34,11 +34,9 @@ def main(argv: list[str] | None = None) -> int:
         # A server-start rule, not a config one: the topic of KV events names this pod.
         print(f"vllm-sim: invalid configuration: {KV_NEEDS_POD_IP}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=logging.INFO if cfg.verbosity >= 2 else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    from vllm_sim.server.logs import configure_logging
+
+    configure_logging(cfg)
     notes = loaded.startup_notes()
     if cfg.dataset_path:
         from vllm_sim.server.dataset_setup import DatasetSetupError, prepare_dataset
