@@ -99,25 +99,7 @@ def build_instance(
     engine = _engine(cfg, content, rng, observer, kv, step_model)
     for module in cfg.lora_modules:
         engine.loras.load(module.name, module.path)
-    failures = FailureInjector(cfg.model, rng, cfg.max_model_len)
-    images = ImageEmission(cfg.omni, rng)
-    settings = views.serving(cfg, port)
-    ids = RequestIds(cfg.seed, port)
-    responses = ResponseStore(cfg.responses_api_store)
-    render = None
-    if cfg.render_url:
-        timeouts = cfg.render_timeout.seconds, cfg.mm_render_timeout.seconds
-        render = RenderService(cfg.render_url, cfg.model, *timeouts)
-    ctx = ApiContext(
-        engine,
-        tokenizer,
-        settings,
-        ids,
-        failures,
-        images,
-        responses=responses,
-        render_service=render,
-    )
+    ctx = _api_context(cfg, port, rng, engine, tokenizer)
     readiness = Readiness(cfg.startup_duration.seconds)
     on_fake: Callable[[FakeMetrics], None] | None = None
     if cfg.fake_metrics is None:
@@ -126,7 +108,7 @@ def build_instance(
         driver = _fake_metrics(metrics, engine, cfg)
         background.append(driver.run)
         on_fake = driver.update
-    control = LiveConfig(cfg, engine, failures, images, on_fake)
+    control = LiveConfig(cfg, engine, ctx.failures, ctx.images, on_fake)
     access = Access(cfg.api_key, cfg.admin_api_key, cfg.disable_admin)
     http_metrics = HttpMetrics()
     routes = build_routes(
@@ -145,26 +127,51 @@ def build_instance(
         Cors(views.cors(cfg)),
         observer=http_metrics.record,
     )
-    grpc = None
-    if not cfg.mm_encoder_only:
-        guard = access.guard(GENERATE_PATH)
-
-        # --grpc-port: a port of gRPC alone as well, one per rank as --port's.
-        extra_port = None if cfg.grpc_port is None else (cfg.host, cfg.grpc_port + rank)
-
-        def grpc(started: float) -> GrpcServer:
-            state = GrpcState(
-                guard,
-                lambda: app.draining,
-                lambda: bool(engine.asleep),
-                started,
-                rank,
-                cfg.data_parallel_size,
-                VLLM_VERSION,
-            )
-            return GrpcServer(ctx, state, extra_port)
-
+    grpc = None if cfg.mm_encoder_only else _grpc(cfg, rank, ctx, app, access)
     return Instance(cfg, port, app, engine, readiness, control, background, grpc)
+
+
+def _api_context(
+    cfg: Config, port: int, rng: random.Random, engine: Engine, tokenizer: Tokenizer
+) -> ApiContext:
+    render = None
+    if cfg.render_url:
+        timeouts = cfg.render_timeout.seconds, cfg.mm_render_timeout.seconds
+        render = RenderService(cfg.render_url, cfg.model, *timeouts)
+    return ApiContext(
+        engine,
+        tokenizer,
+        views.serving(cfg, port),
+        RequestIds(cfg.seed, port),
+        FailureInjector(cfg.model, rng, cfg.max_model_len),
+        ImageEmission(cfg.omni, rng),
+        responses=ResponseStore(cfg.responses_api_store),
+        render_service=render,
+    )
+
+
+def _grpc(
+    cfg: Config, rank: int, ctx: ApiContext, app: App, access: Access
+) -> Callable[[float], GrpcServer]:
+    """The gRPC side, made on the running event loop given the start time."""
+    guard = access.guard(GENERATE_PATH)
+    engine = ctx.engine
+    # --grpc-port: a port of gRPC alone as well, one per rank as --port's.
+    extra_port = None if cfg.grpc_port is None else (cfg.host, cfg.grpc_port + rank)
+
+    def grpc(started: float) -> GrpcServer:
+        state = GrpcState(
+            guard,
+            lambda: app.draining,
+            lambda: bool(engine.asleep),
+            started,
+            rank,
+            cfg.data_parallel_size,
+            VLLM_VERSION,
+        )
+        return GrpcServer(ctx, state, extra_port)
+
+    return grpc
 
 
 def _engine(
