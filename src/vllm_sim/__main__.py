@@ -34,11 +34,9 @@ def main(argv: list[str] | None = None) -> int:
         # A server-start rule, not a config one: the topic of KV events names this pod.
         print(f"vllm-sim: invalid configuration: {KV_NEEDS_POD_IP}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=logging.INFO if cfg.verbosity >= 2 else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    from vllm_sim.server.logs import configure_logging
+
+    configure_logging(cfg)
     notes = loaded.startup_notes()
     if cfg.dataset_path:
         from vllm_sim.server.dataset_setup import DatasetSetupError, prepare_dataset
@@ -66,12 +64,12 @@ def serve_rank(cfg: Config, port: int, rank: int, notes: Sequence[Note] = ()) ->
     """Serves one rank in this process until it is stopped; its exit status. `notes` are
     logged once the last start-up check passed, so a failed start still says one line."""
     # Imported late so that --help and config errors answer fast.
-    from vllm_sim.engine.tokenizer.select import choose_tokenizer
     from vllm_sim.server.build import build_instance
     from vllm_sim.server.dataset_setup import DatasetSetupError
     from vllm_sim.server.runner import serve
     from vllm_sim.server.step_timing import step_timing
     from vllm_sim.server.tls import TlsError, tls_setup
+    from vllm_sim.server.tokenizer_setup import choose_tokenizer
 
     try:
         timing = step_timing(cfg, os.environ)

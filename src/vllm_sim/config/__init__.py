@@ -1,8 +1,9 @@
 """Configuration: flags, YAML file and environment -> one immutable, validated `Config`.
 
 Flags, YAML keys, env vars, defaults and error texts are those of llm-d-inference-sim, so its
-command lines and files work unchanged. One table, `flags.SETTINGS`, drives parsing,
-validation, `--help`, `docs/flags.md` and `/admin/config`.
+command lines and files work unchanged. Each setting is declared once, as a field of
+`Config` (see `model`); parsing, validation, `--help`, `docs/flags.md`, `/admin/config` and
+the settings views of other layers all come from those declarations.
 
 Where this package deliberately differs from the reference (its bugs, fixed):
 
@@ -56,16 +57,17 @@ vLLM compatibility extras (the reference rejects these lines, or ignores the par
 """
 
 from .admin import apply_admin_update, config_to_dict
-from .durations import format_duration, parse_duration
+from .durations import Duration, format_duration, parse_duration
 from .errors import ConfigError, HelpRequested
 from .fake_metrics import FakeGauge, FakeGenerator, FakeLora, FakeMetrics
 from .load import LoadedConfig, load_config, load_startup
-from .model import Config, LoraModule
-from .projection import project
+from .model import Config
+from .values import LoraModule
 
 __all__ = [
     "Config",
     "ConfigError",
+    "Duration",
     "FakeGauge",
     "FakeGenerator",
     "FakeLora",
@@ -79,5 +81,4 @@ __all__ = [
     "load_config",
     "load_startup",
     "parse_duration",
-    "project",
 ]

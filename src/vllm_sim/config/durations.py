@@ -6,6 +6,18 @@ Flags, YAML files and `/admin/config` exchange durations as Go writes them (`100
 
 from __future__ import annotations
 
+
+class Duration(int):
+    """A Go `time.Duration`: integer nanoseconds (so Go's arithmetic and bounds hold
+    exactly), read in seconds where a timer or timeout wants them."""
+
+    __slots__ = ()
+
+    @property
+    def seconds(self) -> float:
+        return self / 1e9
+
+
 _UNITS = {
     "ns": 1,
     "us": 1_000,
@@ -93,13 +105,13 @@ def _parse_part(text: str, orig: str) -> tuple[int, str]:
     return value, rest
 
 
-def parse_duration(text: str) -> int:
+def parse_duration(text: str) -> Duration:
     """time.ParseDuration: `[-+]?(<decimal><unit>)+` or a bare `0`, in nanoseconds."""
     rest, negative = text, False
     if rest[:1] in ("-", "+"):
         negative, rest = rest[0] == "-", rest[1:]
     if rest == "0":
-        return 0
+        return Duration(0)
     if not rest:
         raise _invalid(text)
     total = 0
@@ -109,10 +121,10 @@ def parse_duration(text: str) -> int:
         if total > _LIMIT:
             raise _invalid(text)
     if negative:
-        return -total
+        return Duration(-total)
     if total > _LIMIT - 1:
         raise _invalid(text)
-    return total
+    return Duration(total)
 
 
 def _fraction(value: int, digits: int) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .durations import format_duration, parse_duration
+from .durations import Duration, format_duration, parse_duration
 from .gosyntax import INT64_MAX, INT64_MIN, format_go_float, parse_go_float
 
 GENERATOR_FUNCTIONS = ("oscillate", "ramp", "rampreset", "squarewave")
@@ -31,7 +31,11 @@ class FakeGenerator:
     function: str
     start: float
     end: float
-    period: int  # nanoseconds
+    period: int  # nanoseconds, as Go's time.Duration
+
+    @property
+    def period_seconds(self) -> float:
+        return Duration(self.period).seconds
 
     def __str__(self) -> str:
         start, end = format_go_float(self.start), format_go_float(self.end)

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from .durations import format_duration, parse_duration
+from .durations import Duration, format_duration, parse_duration
 from .fake_metrics import FakeMetrics, decode_fake_metrics, fake_metrics_to_json, is_int, json_type
 from .gosyntax import format_go_float, go_quote, parse_go_bool, parse_go_float, parse_go_int
-from .model import LoraModule
+from .values import LoraModule
 
 # yaml.v3 also reads these plain scalars as booleans when the target is a bool.
 _YAML_EXTRA_BOOLS = {"y": True, "Y": True, "n": False, "N": False}
@@ -245,14 +245,14 @@ class BoolKind(Kind):
 class DurationKind(Kind):
     label, go_type, zero = "duration", "time.Duration", "0s"
 
-    def parse_text(self, text: str) -> int:
+    def parse_text(self, text: str) -> Duration:
         return parse_duration(text)
 
-    def from_yaml(self, value: YamlValue) -> int:
+    def from_yaml(self, value: YamlValue) -> Duration:
         if value.tag == "!!int" and is_int(value.data):
             # The documented (deprecated) integer form means milliseconds; the reference
             # rejects it although its own Helm chart writes `timeToFirstToken: 500`.
-            return int(value.data) * 1_000_000
+            return Duration(int(value.data) * 1_000_000)
         if value.tag != "!!str" or value.text is None:
             raise YamlMismatch(value, self.go_type)
         try:
@@ -260,14 +260,14 @@ class DurationKind(Kind):
         except ValueError as error:
             raise YamlMismatch(value, self.go_type, str(error)) from None
 
-    def from_json(self, value: object) -> int:
+    def from_json(self, value: object) -> Duration:
         """A JSON number is nanoseconds; strings are parsed first by the admin layer."""
         if isinstance(value, str):
             return parse_duration(value)
         if not is_int(value):
             raise JsonMismatch(value)
         assert isinstance(value, int)
-        return value
+        return Duration(value)
 
     def to_json(self, value: Any) -> object:
         return format_duration(value)

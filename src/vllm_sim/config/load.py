@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from vllm_sim.model_files import find_model_folder
+
 from .argv import convert_occurrences, find_config_path, walk
 from .errors import ConfigError, HelpRequested
 from .fake_metrics_rules import with_all_finish_reasons
@@ -24,7 +26,6 @@ from .help import render_help
 from .kinds import valid_text
 from .model import Config
 from .model_context import ContextLength, model_context_length
-from .model_files import find_model_folder
 from .validate import validate
 from .vllm_cli import AUTO, unrecognized_message
 from .yaml_source import YamlSettings, load_yaml_file

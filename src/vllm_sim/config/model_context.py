@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .model_files import read_json
+from vllm_sim.model_files import read_json
 
 FALLBACK_MAX_MODEL_LEN = 32768
 # The names of the context length in Hugging Face configs, as vLLM looks for them.

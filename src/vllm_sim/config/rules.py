@@ -11,11 +11,13 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .fake_metrics_rules import fake_metrics_error
 from .gpu import resolve_gpu
-from .model import Config
+
+if TYPE_CHECKING:  # the table in model attaches these rules, so model imports this module
+    from .model import Config
 
 FAILURE_TYPES = (
     "rate_limit",
@@ -30,8 +32,8 @@ LATENCY_CALCULATORS = ("", "constant", "per-token")
 TIMING_MODELS = ("constant", "roofline", "table")
 BLOCK_SIZES = (8, 16, 32, 64, 128)
 
-Check = Callable[[Any, Config], str | None]
-Fill = Callable[[Config], Config]
+Check = Callable[[Any, "Config"], str | None]
+Fill = Callable[["Config"], "Config"]
 
 
 @dataclass(frozen=True, slots=True)

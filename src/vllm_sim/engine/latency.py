@@ -18,7 +18,8 @@ PER_TOKEN = "per-token"
 
 @dataclass(frozen=True, slots=True)
 class LatencySettings:
-    """The latency knobs, in nanoseconds (a projection of the server config)."""
+    """The latency knobs, in nanoseconds; the composition root fills them from the
+    settings declared to feed this view."""
 
     calculator: str = ""
     ttft: int = 0

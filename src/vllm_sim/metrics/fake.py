@@ -20,7 +20,6 @@ from vllm_sim.metrics.families import Counter, Gauge, Histogram
 
 _GAUGE_ATTRS = ("running_requests", "waiting_requests", "kv_cache_usage")
 _RUNNING, _WAITING, _KV = range(3)
-_NS_PER_SECOND = 1e9
 
 
 def _oscillate(start: float, end: float, period: float, t: float) -> float:
@@ -49,8 +48,9 @@ _FUNCTIONS: dict[str, Callable[[float, float, float, float], float]] = {
 
 def evaluate(generator: FakeGenerator, t: float) -> float:
     """The generator's value `t` seconds after the generator clock started."""
-    period = generator.period / _NS_PER_SECOND
-    return _FUNCTIONS[generator.function](generator.start, generator.end, period, t)
+    return _FUNCTIONS[generator.function](
+        generator.start, generator.end, generator.period_seconds, t
+    )
 
 
 def _samples(bounds: tuple[float, ...], counts: tuple[int, ...]) -> Iterator[tuple[float, int]]:

@@ -3,30 +3,33 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_sim.config import Config, FakeMetrics, project
-from vllm_sim.config.model import VLLM_VERSION
+from vllm_sim.frontend.context import ApiContext, RequestIds
+from vllm_sim.frontend.failures import FailureInjector
+from vllm_sim.transports.grpc.service import GrpcState
+from vllm_sim.protocols.vllm.grpc_generate import GENERATE_PATH
+from vllm_sim.protocols.ops.health import Readiness
+from vllm_sim.frontend.omni import ImageEmission
+from vllm_sim.frontend.render_service import RenderService
+from vllm_sim.protocols.openai.response_store import ResponseStore
+from vllm_sim.transports.http.routes import Access, build_routes
+from vllm_sim.protocols.vllm.server_info import VLLM_VERSION
+from vllm_sim.config import Config, FakeMetrics
 from vllm_sim.engine.clock import ScaledScheduler
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.events import KvEventPublisher, offset_endpoint, topic_for
 from vllm_sim.engine.kvcache.manager import KvCacheManager
-from vllm_sim.engine.settings import latency_from_config, limits_from_config, synthesis_settings
 from vllm_sim.engine.steps import StepEngine
 from vllm_sim.engine.tokenizer import SimulatedTokenizer, Tokenizer
-from vllm_sim.frontend.context import ApiContext, RequestIds, ServingSettings
-from vllm_sim.frontend.failures import FailureInjector
-from vllm_sim.frontend.omni import ImageEmission
-from vllm_sim.frontend.render_service import RenderService
 from vllm_sim.http.app import App
-from vllm_sim.http.cors import Cors, CorsPolicy
+from vllm_sim.http.cors import Cors
 from vllm_sim.metrics.cache_config import CacheShape, cache_config_labels
 from vllm_sim.metrics.catalogue import (
     WAITING_REASONS,
@@ -42,14 +45,10 @@ from vllm_sim.metrics.fake import FakeMetricsDriver
 from vllm_sim.metrics.instrumentator import HttpMetrics
 from vllm_sim.metrics.recorder import MetricsRecorder
 from vllm_sim.perf import StepTimeModel
-from vllm_sim.protocols.openai.response_store import ResponseStore
-from vllm_sim.protocols.ops.admin import RuntimeControl
-from vllm_sim.protocols.ops.health import Readiness
-from vllm_sim.protocols.vllm.grpc_generate import GENERATE_PATH
+from vllm_sim.server import views
+from vllm_sim.server.control import LiveConfig
 from vllm_sim.server.dataset_setup import load_dataset
 from vllm_sim.server.grpc_server import GrpcServer
-from vllm_sim.transports.grpc.service import GrpcState
-from vllm_sim.transports.http.routes import Access, build_routes
 
 MB = 1024 * 1024
 
@@ -63,48 +62,12 @@ class Instance:
     app: App
     engine: Engine
     readiness: Readiness
-    control: RuntimeControl
+    control: LiveConfig
     # Started with the server, cancelled when it stops (fake-metric generators).
     background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
     # The gRPC side sharing the port, made on the running event loop (given the start
     # time); None where vLLM serves none (an encoder-only node).
     grpc: Callable[[float], GrpcServer] | None = None
-
-
-def pod_headers(cfg: Config, port: int) -> tuple[tuple[bytes, bytes], ...]:
-    """The headers llm-d uses to see which pod answered."""
-    headers: list[tuple[bytes, bytes]] = []
-    if cfg.pod_name:
-        headers.append((b"x-inference-pod", cfg.pod_name.encode()))
-        headers.append((b"x-inference-port", str(port).encode()))
-    if cfg.pod_namespace:
-        headers.append((b"x-inference-namespace", cfg.pod_namespace.encode()))
-    return tuple(headers)
-
-
-def serving_settings(cfg: Config, port: int) -> ServingSettings:
-    renamed = {
-        "served_model_names": "served_model_name",
-        "base_model": "model",
-        "prefix_caching": "enable_prefix_caching",
-        "echo_request_id": "enable_request_id_headers",
-        "prompt_tokens_details": "enable_prompt_tokens_details",
-    }
-    return project(
-        ServingSettings,
-        cfg,
-        renamed,
-        pod_headers=pod_headers(cfg, port),
-        system_fingerprint=system_fingerprint(cfg),
-    )
-
-
-def system_fingerprint(cfg: Config) -> str:
-    """vLLM's `vllm-<version>-<hash of the serving configuration>`: the same for every
-    answer of a server, different when the model or its limits change."""
-    served = f"{cfg.model}|{cfg.served_model_name}|{cfg.max_model_len}|{cfg.seed}"
-    digest = hashlib.sha256(served.encode()).hexdigest()
-    return f"vllm-{VLLM_VERSION}-{digest[:8]}"
 
 
 def build_instance(
@@ -121,7 +84,7 @@ def build_instance(
     tokenizer = tokenizer or SimulatedTokenizer()
     dataset = load_dataset(cfg, tokenizer)  # raises DatasetSetupError
     content = ContentSource(
-        cfg.mode, tokenizer, rng, synthesis_settings(cfg), cfg.mm_encoder_only, dataset
+        cfg.mode, tokenizer, rng, views.synthesis(cfg), cfg.mm_encoder_only, dataset
     )
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
     kv = _kv_cache(cfg, port, rank, background)
@@ -136,25 +99,8 @@ def build_instance(
     engine = _engine(cfg, content, rng, observer, kv, step_model)
     for module in cfg.lora_modules:
         engine.loras.load(module.name, module.path)
-    failures = FailureInjector(cfg.model, rng, cfg.max_model_len)
-    images = ImageEmission(cfg.omni, rng)
-    settings = serving_settings(cfg, port)
-    ids = RequestIds(cfg.seed, port)
-    responses = ResponseStore(cfg.responses_api_store)
-    render = None
-    if cfg.render_url:
-        timeouts = cfg.render_timeout / 1e9, cfg.mm_render_timeout / 1e9
-        render = RenderService(cfg.render_url, cfg.model, *timeouts)
-    ctx = ApiContext(
-        engine,
-        tokenizer,
-        settings,
-        ids,
-        failures,
-        images,
-        render_service=render,
-    )
-    readiness = Readiness(cfg.startup_duration / 1e9)
+    ctx = _api_context(cfg, port, rng, engine, tokenizer)
+    readiness = Readiness(cfg.startup_duration.seconds)
     on_fake: Callable[[FakeMetrics], None] | None = None
     if cfg.fake_metrics is None:
         _real_metrics(metrics, engine, cfg.max_loras, record)
@@ -162,7 +108,7 @@ def build_instance(
         driver = _fake_metrics(metrics, engine, cfg)
         background.append(driver.run)
         on_fake = driver.update
-    control = RuntimeControl(cfg, engine, failures, images, on_fake)
+    control = LiveConfig(cfg, engine, ctx.failures, ctx.images, on_fake)
     access = Access(cfg.api_key, cfg.admin_api_key, cfg.disable_admin)
     http_metrics = HttpMetrics()
     routes = build_routes(
@@ -174,34 +120,58 @@ def build_instance(
         cfg.enable_sleep_mode,
         access,
         cfg.enable_server_load_tracking,
-        responses,
+        ResponseStore(cfg.responses_api_store),
     )
     app = App(
         routes,
         cfg.max_request_body_size_mb * MB,
-        Cors(project(CorsPolicy, cfg)),
+        Cors(views.cors(cfg)),
         observer=http_metrics.record,
     )
-    grpc = None
-    if not cfg.mm_encoder_only:
-        guard = access.guard(GENERATE_PATH)
-
-        # --grpc-port: a port of gRPC alone as well, one per rank as --port's.
-        extra_port = None if cfg.grpc_port is None else (cfg.host, cfg.grpc_port + rank)
-
-        def grpc(started: float) -> GrpcServer:
-            state = GrpcState(
-                guard,
-                lambda: app.draining,
-                lambda: bool(engine.asleep),
-                started,
-                rank,
-                cfg.data_parallel_size,
-                VLLM_VERSION,
-            )
-            return GrpcServer(ctx, state, extra_port)
-
+    grpc = None if cfg.mm_encoder_only else _grpc(cfg, rank, ctx, app, access)
     return Instance(cfg, port, app, engine, readiness, control, background, grpc)
+
+
+def _api_context(
+    cfg: Config, port: int, rng: random.Random, engine: Engine, tokenizer: Tokenizer
+) -> ApiContext:
+    render = None
+    if cfg.render_url:
+        timeouts = cfg.render_timeout.seconds, cfg.mm_render_timeout.seconds
+        render = RenderService(cfg.render_url, cfg.model, *timeouts)
+    return ApiContext(
+        engine,
+        tokenizer,
+        views.serving(cfg, port),
+        RequestIds(cfg.seed, port),
+        FailureInjector(cfg.model, rng, cfg.max_model_len),
+        ImageEmission(cfg.omni, rng),
+        render_service=render,
+    )
+
+
+def _grpc(
+    cfg: Config, rank: int, ctx: ApiContext, app: App, access: Access
+) -> Callable[[float], GrpcServer]:
+    """The gRPC side, made on the running event loop given the start time."""
+    guard = access.guard(GENERATE_PATH)
+    engine = ctx.engine
+    # --grpc-port: a port of gRPC alone as well, one per rank as --port's.
+    extra_port = None if cfg.grpc_port is None else (cfg.host, cfg.grpc_port + rank)
+
+    def grpc(started: float) -> GrpcServer:
+        state = GrpcState(
+            guard,
+            lambda: app.draining,
+            lambda: bool(engine.asleep),
+            started,
+            rank,
+            cfg.data_parallel_size,
+            VLLM_VERSION,
+        )
+        return GrpcServer(ctx, state, extra_port)
+
+    return grpc
 
 
 def _engine(
@@ -212,7 +182,7 @@ def _engine(
     kv: KvCacheManager,
     step_model: StepTimeModel | None,
 ) -> Engine:
-    limits, latency = limits_from_config(cfg), latency_from_config(cfg)
+    limits, latency = views.limits(cfg), views.latency(cfg)
     clock = ScaledScheduler(cfg.time_scale) if cfg.time_scale != 1.0 else None
     if step_model is None:
         return Engine(limits, latency, content, rng, clock, observer, kv)
@@ -266,7 +236,7 @@ def _fake_metrics(metrics: VllmMetrics, engine: Engine, cfg: Config) -> FakeMetr
         gauges,
         cfg.fake_metrics,
         cfg.max_loras,
-        cfg.fake_metrics_refresh_interval / 1e9,
+        cfg.fake_metrics_refresh_interval.seconds,
         engine.set_fake_load,
     )
 

@@ -24,11 +24,10 @@ from typing import IO, Final
 import msgspec
 from tqdm import tqdm
 
-from vllm_sim.config import ConfigError
-from vllm_sim.config.model_files import find_model_folder
 from vllm_sim.engine.generation.dataset import DEFAULT_TABLE, prompt_hash, quote_name
 from vllm_sim.engine.tokenizer import ChatTurn, TemplateError, Tokenizer, chat_from_turns
-from vllm_sim.engine.tokenizer.select import tokenizer_in
+from vllm_sim.engine.tokenizer.select import TokenizerSetupError, tokenizer_in
+from vllm_sim.model_files import find_model_folder
 from vllm_sim.server.hub import fetch_model_files
 
 PROG: Final = "vllm-sim dataset"
@@ -129,7 +128,7 @@ def _tool_tokenizer(model: str) -> Tokenizer:
     fetch_model_files(model)
     try:
         choice = tokenizer_in(model, find_model_folder(model, "", os.environ))
-    except ConfigError as error:
+    except TokenizerSetupError as error:
         raise ToolError(str(error)) from None
     print(f"{PROG}: {choice.message}", file=sys.stderr)
     return choice.tokenizer

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Final
 
 from vllm_sim.config import Config
-from vllm_sim.config.model_files import find_model_folder
-from vllm_sim.engine.tokenizer.select import tokenizer_name, tokenizer_revision
+from vllm_sim.model_files import find_model_folder
+from vllm_sim.server.tokenizer_setup import tokenizer_name, tokenizer_revision
 
 TOKENIZER_PATTERNS: Final = (
     "tokenizer.json",

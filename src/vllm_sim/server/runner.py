@@ -7,15 +7,13 @@ import contextlib
 import gc
 import logging
 import os
-import re
 import signal
 import time
 from collections.abc import Generator
 
 import uvloop
 
-from vllm_sim.config.model import Config
-from vllm_sim.http.connection import ACCESS_LOG, ConnectionLimits
+from vllm_sim.http.connection import ConnectionLimits
 from vllm_sim.http.server import HttpServer
 from vllm_sim.http.splice import ALPN_PROTOCOLS
 from vllm_sim.server.build import Instance
@@ -33,28 +31,6 @@ _FLUSH = 0.2
 # process (make, timeout, a process group); a deliberate second one comes later.
 ECHO_WINDOW = 0.1
 _DRAIN_POLL = 0.01
-# Query parameters that may carry a secret; their values never reach the access log.
-_SECRET_QUERY = re.compile(
-    r"([?&](?:api[_-]?key|key|token|access[_-]?token|auth|password|secret)=)[^&#\s]*",
-    re.IGNORECASE,
-)
-
-
-def redact_query(target: str) -> str:
-    """`/v1/models?api_key=sk-1&x=2` -> `/v1/models?api_key=[REDACTED]&x=2`."""
-    return _SECRET_QUERY.sub(r"\1[REDACTED]", target) if "?" in target else target
-
-
-class RedactSecrets(logging.Filter):
-    """Rewrites the access-log line (client, method, path?query, version, status)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
-            record.args = (*args[:2], redact_query(args[2]), *args[3:])
-        return True
-
-
 # How long open connections get to finish their answers once the server stops.
 CLOSE_GRACE = 5.0
 
@@ -84,11 +60,11 @@ class SimulatorServer:
         app = instance.app
         self._stopped = asyncio.Event()
         cfg = instance.config
-        read_timeout = cfg.request_read_timeout / 1e9
+        read_timeout = cfg.request_read_timeout.seconds
         limits = ConnectionLimits(
             head_timeout=read_timeout,
             body_timeout=read_timeout,
-            keep_alive_timeout=cfg.http_timeout_keep_alive / 1e9,
+            keep_alive_timeout=cfg.http_timeout_keep_alive.seconds,
         )
         server = HttpServer(app.handle, app.max_body_bytes, limits)
         context = None if self._tls is None else self._tls.context
@@ -161,7 +137,7 @@ class SimulatorServer:
 
     async def _drain(self) -> None:
         engine = self._instance.engine
-        deadline = time.monotonic() + self._instance.config.drain_timeout / 1e9
+        deadline = time.monotonic() + self._instance.config.drain_timeout.seconds
         while engine.open_requests > 0 and time.monotonic() < deadline:
             await asyncio.sleep(_DRAIN_POLL)
         if engine.open_requests > 0:
@@ -173,44 +149,9 @@ class SimulatorServer:
         self._stopped.set()
 
 
-# --uvicorn-log-level's names; `trace` is below debug, as it was in uvicorn.
-_LEVELS = {
-    "critical": logging.CRITICAL,
-    "error": logging.ERROR,
-    "warning": logging.WARNING,
-    "info": logging.INFO,
-    "debug": logging.DEBUG,
-    "trace": 5,
-}
-
-
-def _configure_logs(cfg: Config) -> None:
-    """The HTTP server's own lines at --uvicorn-log-level; request lines when asked for,
-    whatever that level says, as vLLM's request log (--enable-log-requests) is its own."""
-    http_log.setLevel(_LEVELS[cfg.uvicorn_log_level])
-    access = logging.getLogger(ACCESS_LOG)
-    access.addFilter(RedactSecrets())
-    access.setLevel(logging.INFO if cfg.log_http or cfg.enable_log_requests else logging.WARNING)
-    if http_log.getEffectiveLevel() <= logging.INFO and not logging.getLogger().isEnabledFor(
-        logging.INFO
-    ):
-        # Asked-for info lines show even when the root logger is quieter.
-        _own_handler(http_log)
-    if access.isEnabledFor(logging.INFO):
-        _own_handler(access)
-
-
-def _own_handler(logger: logging.Logger) -> None:
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logger.addHandler(handler)
-    logger.propagate = False
-
-
 def serve(instance: Instance, host: str, tls: TlsSetup | None = None) -> int:
     """Serves until stopped; the exit status (0, 1 if the port cannot be had, or
     DRAIN_CUT_SHORT)."""
-    _configure_logs(instance.config)
     server = SimulatorServer(instance, host, tls)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(server.run())

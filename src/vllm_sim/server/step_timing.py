@@ -16,7 +16,7 @@ from pathlib import Path
 
 from vllm_sim.config import Config, ConfigError
 from vllm_sim.config.gpu import resolve_gpu
-from vllm_sim.config.model_files import find_model_folder, read_json
+from vllm_sim.model_files import find_model_folder, read_json
 from vllm_sim.perf import (
     PRESETS,
     ModelShape,

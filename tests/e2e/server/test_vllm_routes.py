@@ -20,7 +20,7 @@ from tests.support.fixtures import http_fixture, server_fixture
 from tests.support.http import chat_body, json_ok, parse_sse, post
 from tests.support.metrics import RUNNING, scrape
 from tests.support.server import SimServer
-from vllm_sim.config.model import VLLM_VERSION
+from vllm_sim.protocols.vllm.server_info import VLLM_VERSION
 
 KEY = "sekrit"
 DEV_ONLY = ("/reset_prefix_cache", "/pause", "/resume", "/is_paused")

@@ -88,3 +88,25 @@ def test_format_duration(ns: int, text: str) -> None:
 @pytest.mark.parametrize("ns", [0, 1, 999, 1_234_567, 59 * S + 1, 3 * 3600 * S + 7 * MS, -42 * S])
 def test_format_then_parse_round_trips(ns: int) -> None:
     assert parse_duration(format_duration(ns)) == ns
+
+
+def test_parsed_durations_are_typed_and_read_in_seconds() -> None:
+    from vllm_sim.config import Duration
+
+    value = parse_duration("1.5s")
+    assert isinstance(value, Duration) and value == 1_500 * MS
+    assert value.seconds == 1.5
+    assert isinstance(parse_duration("0"), Duration)
+
+
+def test_every_duration_setting_loads_as_a_duration() -> None:
+    from dataclasses import fields
+
+    from tests.support.config import load
+    from vllm_sim.config import Config, Duration
+
+    cfg = load("--model", "m", "--drain-timeout", "2s", "--inter-token-latency", "0")
+    durations = [f.name for f in fields(Config) if f.type in ("Duration", Duration)]
+    assert len(durations) > 15
+    assert all(isinstance(getattr(cfg, name), Duration) for name in durations)
+    assert cfg.drain_timeout.seconds == 2.0

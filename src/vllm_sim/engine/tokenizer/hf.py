@@ -18,11 +18,11 @@ import msgspec
 from tokenizers import Encoding
 from tokenizers import Tokenizer as Backend
 
-from vllm_sim.config.model_files import read_json
 from vllm_sim.engine.tokenizer import memo
 from vllm_sim.engine.tokenizer.base import ChatInput, TemplateError
 from vllm_sim.engine.tokenizer.memo import BoundedMemo, PromptMemo
 from vllm_sim.engine.tokenizer.template import ChatTemplate
+from vllm_sim.model_files import read_json
 
 _MEMO_MAX_CHARS: Final = 4096  # longer texts are tokenized each time
 # Longer texts are encoded by the library's batch call, which releases the GIL while it

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from vllm_sim.config.model import VLLM_VERSION
 from vllm_sim.http.messages import (
     AnyResponse,
     BodyWriter,
@@ -17,6 +16,9 @@ from vllm_sim.http.messages import (
     StreamingResponse,
     json_response,
 )
+
+# The vLLM release whose answers the simulator gives (its /version, system_fingerprint).
+VLLM_VERSION = "0.32.0"
 
 StreamProducer = Callable[[BodyWriter], Awaitable[None]]
 

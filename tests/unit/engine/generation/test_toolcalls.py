@@ -11,8 +11,8 @@ import pytest
 
 from vllm_sim.config import load_config
 from vllm_sim.engine.generation.toolcalls import call_count, pick_tools
-from vllm_sim.engine.settings import synthesis_settings
 from vllm_sim.schemagen import SynthesisSettings
+from vllm_sim.server.views import synthesis as synthesis_settings
 
 DEFAULT = SynthesisSettings()
 

@@ -10,10 +10,10 @@ import pytest
 
 from tests.support.config import load
 from vllm_sim.config import ConfigError
-from vllm_sim.config.model_files import cached_snapshot, find_model_folder, hub_cache
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
 from vllm_sim.engine.tokenizer.hf import HfTokenizer
-from vllm_sim.engine.tokenizer.select import FORCED, chat_template_text, choose_tokenizer
+from vllm_sim.model_files import cached_snapshot, find_model_folder, hub_cache
+from vllm_sim.server.tokenizer_setup import FORCED, chat_template_text, choose_tokenizer
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
