@@ -9,16 +9,6 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_sim.frontend.context import ApiContext, RequestIds
-from vllm_sim.frontend.failures import FailureInjector
-from vllm_sim.transports.grpc.service import GrpcState
-from vllm_sim.protocols.vllm.grpc_generate import GENERATE_PATH
-from vllm_sim.protocols.ops.health import Readiness
-from vllm_sim.frontend.omni import ImageEmission
-from vllm_sim.frontend.render_service import RenderService
-from vllm_sim.protocols.openai.response_store import ResponseStore
-from vllm_sim.transports.http.routes import Access, build_routes
-from vllm_sim.protocols.vllm.server_info import VLLM_VERSION
 from vllm_sim.config import Config, FakeMetrics
 from vllm_sim.engine.clock import ScaledScheduler
 from vllm_sim.engine.content import ContentSource
@@ -28,6 +18,10 @@ from vllm_sim.engine.kvcache.events import KvEventPublisher, offset_endpoint, to
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.steps import StepEngine
 from vllm_sim.engine.tokenizer import SimulatedTokenizer, Tokenizer
+from vllm_sim.frontend.context import ApiContext, RequestIds
+from vllm_sim.frontend.failures import FailureInjector
+from vllm_sim.frontend.omni import ImageEmission
+from vllm_sim.frontend.render_service import RenderService
 from vllm_sim.http.app import App
 from vllm_sim.http.cors import Cors
 from vllm_sim.metrics.cache_config import CacheShape, cache_config_labels
@@ -45,10 +39,16 @@ from vllm_sim.metrics.fake import FakeMetricsDriver
 from vllm_sim.metrics.instrumentator import HttpMetrics
 from vllm_sim.metrics.recorder import MetricsRecorder
 from vllm_sim.perf import StepTimeModel
+from vllm_sim.protocols.openai.response_store import ResponseStore
+from vllm_sim.protocols.ops.health import Readiness
+from vllm_sim.protocols.vllm.grpc_generate import GENERATE_PATH
+from vllm_sim.protocols.vllm.server_info import VLLM_VERSION
 from vllm_sim.server import views
 from vllm_sim.server.control import LiveConfig
 from vllm_sim.server.dataset_setup import load_dataset
 from vllm_sim.server.grpc_server import GrpcServer
+from vllm_sim.transports.grpc.service import GrpcState
+from vllm_sim.transports.http.routes import Access, build_routes
 
 MB = 1024 * 1024
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from vllm_sim.protocols.ops.admin import UpdateRejected
-from vllm_sim.frontend.failures import FailureInjector
-from vllm_sim.frontend.omni import ImageEmission
 from vllm_sim.config import Config, ConfigError, FakeMetrics, apply_admin_update, config_to_dict
 from vllm_sim.engine.core import Engine
+from vllm_sim.frontend.failures import FailureInjector
+from vllm_sim.frontend.omni import ImageEmission
+from vllm_sim.protocols.ops.admin import UpdateRejected
 from vllm_sim.server import views
 
 

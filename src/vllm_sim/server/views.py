@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 
-from vllm_sim.frontend.context import ServingSettings
-from vllm_sim.protocols.vllm.server_info import VLLM_VERSION
 from vllm_sim.config import Config
 from vllm_sim.config.views import CORS, LATENCY, LIMITS, SERVING, SYNTHESIS, view_values
 from vllm_sim.engine.core import EngineLimits
 from vllm_sim.engine.latency import LatencySettings
+from vllm_sim.frontend.context import ServingSettings
 from vllm_sim.http.cors import CorsPolicy
+from vllm_sim.protocols.vllm.server_info import VLLM_VERSION
 from vllm_sim.schemagen import SynthesisSettings
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tests.support.config import load
-from vllm_sim.protocols.ops.admin import UpdateRejected
 from vllm_sim.frontend.failures import FailureInjector
 from vllm_sim.frontend.omni import ImageEmission
+from vllm_sim.protocols.ops.admin import UpdateRejected
 from vllm_sim.server.build import build_instance
 from vllm_sim.server.control import LiveConfig
 
