@@ -10,12 +10,13 @@ import json
 from collections.abc import Callable
 
 from vllm_sim.api.failures import FailureInjector
+from vllm_sim.api.http_envelope import json_response
 from vllm_sim.api.omni import ImageEmission
 from vllm_sim.config import Config, ConfigError, FakeMetrics, apply_admin_update, config_to_dict
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.settings import latency_from_config, limits_from_config
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response, json_response
+from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response
 
 FAKE_METRICS_PREFIX = "Failed to update fake metrics: "
 

@@ -26,6 +26,7 @@ from vllm_sim.api.conversation import (
     render,
 )
 from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
+from vllm_sim.api.http_envelope import json_response
 from vllm_sim.api.streaming import named_event
 from vllm_sim.api.tools import (
     Tool,
@@ -41,7 +42,7 @@ from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
+from vllm_sim.http.messages import AnyResponse, HttpRequest
 
 _ERROR_TYPES = {
     400: "invalid_request_error",

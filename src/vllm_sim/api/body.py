@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import msgspec
 import msgspec.inspect
 
+from vllm_sim.api.http_rules import VALIDATION_ERROR_TYPE, validation_error
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import VALIDATION_ERROR_TYPE, validation_error
 
 T = TypeVar("T")
 

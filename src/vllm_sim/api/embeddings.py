@@ -22,19 +22,13 @@ import msgspec
 from vllm_sim.api.body import decode_body, json_kind
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.errors import http_error
+from vllm_sim.api.http_envelope import encode_json, json_response
 from vllm_sim.api.pipeline import wait_for_result
 from vllm_sim.engine.errors import EngineError, RequestAborted
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import (
-    AnyResponse,
-    Headers,
-    HttpRequest,
-    Response,
-    encode_json,
-    json_response,
-)
+from vllm_sim.http.messages import AnyResponse, Headers, HttpRequest, Response
 
 TOKEN_ID_LIMIT = 2**32
 # Guards, not vLLM behaviour: one request must not make the server allocate gigabytes.

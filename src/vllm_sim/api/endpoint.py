@@ -16,6 +16,7 @@ import msgspec
 
 from vllm_sim.api.capabilities import Capabilities
 from vllm_sim.api.context import ApiContext
+from vllm_sim.api.http_envelope import error_body
 from vllm_sim.api.render_service import RenderCall
 from vllm_sim.api.streaming import AnswerShape, ChunkEncoder
 from vllm_sim.api.transfer import KvTransferParams
@@ -24,7 +25,6 @@ from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import error_body
 
 
 class ModelNamed(Protocol):

@@ -39,7 +39,7 @@ from vllm_sim.api.pipeline import admit
 from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.sequence import RequestStream
 from vllm_sim.errors import RequestError
-from vllm_sim.http.access import Guard
+from vllm_sim.http.app import Guard
 from vllm_sim.http.messages import Headers, HttpRequest
 from vllm_sim.proto import engine_pb2 as pb
 

@@ -15,6 +15,7 @@ from vllm_sim.api.body import decode_body
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.endpoint import B, Call, Endpoint, Options, Plan
 from vllm_sim.api.errors import http_error
+from vllm_sim.api.http_envelope import encode_json
 from vllm_sim.api.streaming import sse_events
 from vllm_sim.api.transfer import cache_threshold_forced, prefill_answer
 from vllm_sim.engine.content import ECHO
@@ -22,14 +23,7 @@ from vllm_sim.engine.errors import EngineError, RequestAborted
 from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import RequestStream
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import (
-    AnyResponse,
-    Handler,
-    HttpRequest,
-    Response,
-    StreamingResponse,
-    encode_json,
-)
+from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response, StreamingResponse
 
 
 def generation_handler(ctx: ApiContext, endpoint: Endpoint[Any]) -> Handler:

@@ -14,8 +14,9 @@ from vllm_sim.api.chat import ChatRequest
 from vllm_sim.api.completions import parse_prompts
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import ChatMessage, mm_features, read_conversation, render
+from vllm_sim.api.http_envelope import json_response
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
+from vllm_sim.http.messages import AnyResponse, HttpRequest
 
 
 class CompletionRenderRequest(msgspec.Struct):

@@ -31,6 +31,7 @@ from vllm_sim.api.conversation import (
     render,
 )
 from vllm_sim.api.endpoint import Call, Endpoint, Options, Plan
+from vllm_sim.api.http_envelope import encode_json
 from vllm_sim.api.logprobs import ChatLogprobs, check_logprobs_count
 from vllm_sim.api.response_store import ResponseStore, not_found
 from vllm_sim.api.streaming import named_event
@@ -46,7 +47,6 @@ from vllm_sim.engine.generation.toolcalls import ToolPlan
 from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import encode_json
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 NO_STORE_FOR_BACKGROUND = (

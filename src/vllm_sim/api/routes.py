@@ -17,14 +17,15 @@ from vllm_sim.api.dev import pause_handlers, reset_prefix_cache_handler
 from vllm_sim.api.endpoint import Endpoint
 from vllm_sim.api.generate import GenerateEndpoint
 from vllm_sim.api.health import Readiness, health, metrics_handler, readiness_handler
+from vllm_sim.api.http_access import KeyRing, control_guard, cross_origin, key_guard
+from vllm_sim.api.http_rules import require_json
 from vllm_sim.api.invocations import invocations_handler
 from vllm_sim.api.pipeline import generation_handler
 from vllm_sim.api.response_store import CANCEL_PATH, RETRIEVE_PATH, store_handlers
 from vllm_sim.api.responses import ResponsesEndpoint
 from vllm_sim.api.server_info import ServerLoad, version
 from vllm_sim.api.sleep import sleep_handlers
-from vllm_sim.http.access import Guard, KeyRing, control_guard, key_guard
-from vllm_sim.http.app import Route
+from vllm_sim.http.app import Guard, Route
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest
 from vllm_sim.metrics.exposition import Exposition
 
@@ -51,6 +52,8 @@ CONTROL_PATHS = frozenset(
     }
 )
 ADMIN_PATHS = frozenset({"/admin/config", "/fake_metrics"})  # gone with --disable-admin
+# POST routes that read no JSON body, so take any Content-Type, as in vLLM.
+NO_JSON_PATHS = frozenset({"/ping", CANCEL_PATH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +80,19 @@ class Access:
         guard = self.guard(route.path, route.path.startswith("/v1/messages"))
         if guard is None:
             return route
+        if route.path in CONTROL_PATHS:
+            # Their guard refuses every cross-origin browser request: no preflight may
+            # promise one.
+            return dataclasses.replace(route, guard=guard, refuses_preflight=cross_origin)
         return dataclasses.replace(route, guard=guard)
+
+
+def json_bodies(route: Route) -> Route:
+    """vLLM refuses a POST body that is not JSON, before reading it, on every route that
+    reads one (the control routes' guard words its own refusal)."""
+    if route.path in NO_JSON_PATHS or route.path in CONTROL_PATHS:
+        return route
+    return dataclasses.replace(route, content_check=require_json)
 
 
 def generation_endpoints() -> list[Endpoint[Any]]:
@@ -136,7 +151,7 @@ def build_routes(
         Route("/health", {"GET": health}),
         Route("/health/ready", {"GET": readiness_handler(readiness)}),
         Route("/metrics", {"GET": metrics_handler(exposition)}),
-        Route("/ping", {"GET": health, "POST": health}, reads_json=False),  # SageMaker
+        Route("/ping", {"GET": health, "POST": health}),  # SageMaker
         Route("/version", {"GET": version}),
         Route("/load", {"GET": load.load}),
     ]
@@ -151,7 +166,7 @@ def build_routes(
         routes.append(Route("/v1/embeddings", {"POST": embed}))
     if dev_mode:  # vLLM serves these in dev mode only (VLLM_SERVER_DEV_MODE=1)
         routes += _dev_routes(ctx, sleep_mode)
-    return [access.secure(route) for route in routes]
+    return [access.secure(json_bodies(route)) for route in routes]
 
 
 def _generation_routes(ctx: ApiContext, load: ServerLoad) -> list[Route]:
@@ -181,7 +196,7 @@ def _generation_routes(ctx: ApiContext, load: ServerLoad) -> list[Route]:
             error_body=endpoints["/v1/messages"].error_body,
         ),
         Route(RETRIEVE_PATH, {"GET": retrieve}),
-        Route(CANCEL_PATH, {"POST": cancel}, reads_json=False),
+        Route(CANCEL_PATH, {"POST": cancel}),
     ]
 
 

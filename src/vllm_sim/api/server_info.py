@@ -8,15 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from vllm_sim.api.http_envelope import json_response
 from vllm_sim.config.model import VLLM_VERSION
-from vllm_sim.http.messages import (
-    AnyResponse,
-    BodyWriter,
-    Handler,
-    HttpRequest,
-    StreamingResponse,
-    json_response,
-)
+from vllm_sim.http.messages import AnyResponse, BodyWriter, Handler, HttpRequest, StreamingResponse
 
 StreamProducer = Callable[[BodyWriter], Awaitable[None]]
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs
 
+from vllm_sim.api.http_envelope import json_response
 from vllm_sim.engine.core import Asleep, Engine
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response, json_response
+from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response
 
 _TAGS = {part.value: part for part in Asleep}
 

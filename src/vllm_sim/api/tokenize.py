@@ -9,8 +9,9 @@ import msgspec
 from vllm_sim.api.body import decode_body
 from vllm_sim.api.context import ApiContext
 from vllm_sim.api.conversation import ChatMessage, read_conversation, render
+from vllm_sim.api.http_envelope import json_response
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
+from vllm_sim.http.messages import AnyResponse, HttpRequest
 
 
 class TokenizeRequest(msgspec.Struct):

@@ -16,6 +16,7 @@ from vllm_sim.api.failures import FailureInjector
 from vllm_sim.api.grpc_engine import GrpcState
 from vllm_sim.api.grpc_generate import GENERATE_PATH
 from vllm_sim.api.health import Readiness
+from vllm_sim.api.http_envelope import OPENAI_DIALECT
 from vllm_sim.api.omni import ImageEmission
 from vllm_sim.api.render_service import RenderService
 from vllm_sim.api.response_store import ResponseStore
@@ -181,6 +182,7 @@ def build_instance(
         cfg.max_request_body_size_mb * MB,
         Cors(project(CorsPolicy, cfg)),
         observer=http_metrics.record,
+        dialect=OPENAI_DIALECT,
     )
     grpc = None
     if not cfg.mm_encoder_only:

@@ -15,7 +15,7 @@ from tests.support.config import load
 from tests.support.exchange import exchange
 from vllm_sim.api import capabilities, chat, completions
 from vllm_sim.api.endpoint import Endpoint
-from vllm_sim.http.messages import encode_json
+from vllm_sim.api.http_envelope import encode_json
 from vllm_sim.server.build import build_instance
 
 Headers = list[tuple[bytes, bytes]]
