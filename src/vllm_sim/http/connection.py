@@ -7,6 +7,11 @@ bounded before it is kept: its head by ConnectionLimits (431 past them), its bod
 application's limit (413), and the time it may take to arrive by the server's timeouts
 (408). A client that stops reading pauses the streams written to it at the transport's
 high-water mark. A connection that closes aborts the request it carried at once.
+
+An answer given before its request was all read closes the connection, lingering: the
+server ends its side, then reads and drops what the client still sends, for a bounded
+time and number of bytes, so that the client gets to read the answer (a socket closed
+with unread input resets the connection, and a reset can destroy an answer not read yet).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class HttpConnection(asyncio.Protocol):
         self._closing = False  # close once the active request is answered
         self._pending_error: bytes | None = None  # answered once the active request is
         self._upgrade_body = 0  # body bytes of an upgrade request still to read
+        self._linger_left = 0  # bytes still dropped before a lingering close gives up
         self._last_read = False  # a request that closes the connection has been read
         # Its first bytes are looked at for the HTTP/2 preface while a gRPC server shares
         # the port; what arrived of a preface so far.
@@ -122,6 +128,9 @@ class HttpConnection(asyncio.Protocol):
             self._raw_head_bytes += len(data)
         elif self.phase is Phase.BODY:
             self.since = time.monotonic()  # the body made progress
+        elif self.phase is Phase.LINGER:
+            self._drop(data)
+            return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
@@ -269,12 +278,15 @@ class HttpConnection(asyncio.Protocol):
             self._log_access(cycle)
         if not self.open:
             return
-        if cycle.close_after or self._closing:
+        if self._closing or (cycle.close_after and cycle.complete):
             self._close()
+            return
+        if cycle.close_after:  # answered before its body was all read
+            self._linger()
             return
         if self._pending_error is not None:
             self.write(self._pending_error)
-            self._close()
+            self._linger()
             return
         self.since = time.monotonic()
         if self._queue:
@@ -381,7 +393,7 @@ class HttpConnection(asyncio.Protocol):
             self._pending_error = answer
             return
         self.write(answer)
-        self._close()
+        self._linger()
 
     def _upgrade_requested(self, rest: bytes) -> None:
         """A request asking to switch protocols is answered as plain HTTP/1.1 (nothing
@@ -419,6 +431,11 @@ class HttpConnection(asyncio.Protocol):
 
     def timed_out(self, now: float) -> bool:
         """Closes the connection if its current phase has lasted too long; True if so."""
+        if self.phase is Phase.LINGER:
+            if now - self.since > self.limits.linger_timeout:
+                self._close()
+                return True
+            return False
         if not self.open:
             return False
         active = self._active
@@ -443,7 +460,7 @@ class HttpConnection(asyncio.Protocol):
             if not active.responded:
                 active.responded = True
                 self.write(answer)
-            self._close()
+            self._linger()
             active.wake()
         else:
             self._fail(answer)
@@ -452,6 +469,8 @@ class HttpConnection(asyncio.Protocol):
     def is_idle(self) -> bool:
         """Whether closing it now would cut no answer: nothing is being answered, or the
         request is still waiting for its body and nothing of its answer was written."""
+        if self.phase is Phase.LINGER:
+            return True  # answered, and closing
         if self._queue or not self.open:
             return False
         active = self._active
@@ -469,6 +488,33 @@ class HttpConnection(asyncio.Protocol):
     def abort(self) -> None:
         if self.transport is not None:
             self.transport.abort()
+
+    def _linger(self) -> None:
+        """Closes after an answer given before its request was all read (see the module's
+        docstring): this side ends once the answer is flushed, and what still arrives is
+        dropped until the client ends its side or a bound in ConnectionLimits passes (the
+        sweep enforces the time). A transport that cannot end one side only (TLS) closes
+        at once, as it cannot tell the client the answer is complete."""
+        transport = self.transport
+        self.open = False
+        if transport is None or transport.is_closing():
+            return
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        self.phase = Phase.LINGER
+        self.since = time.monotonic()
+        self._linger_left = self.limits.linger_bytes
+        self._reading = None
+        transport.write_eof()
+        if self._read_paused:
+            self._read_paused = False
+            transport.resume_reading()
+
+    def _drop(self, data: bytes) -> None:
+        self._linger_left -= len(data)
+        if self._linger_left < 0:
+            self._close()
 
     def _close(self) -> None:
         self.open = False

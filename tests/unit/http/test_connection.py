@@ -430,3 +430,47 @@ def test_a_long_header_split_over_reads_is_counted_once(harness: Any) -> None:
     h.feed(head[:400])
     h.feed(head[400:])
     assert h.answers()[0][0] == 431
+
+
+def test_an_early_413_lingers_dropping_the_rest_of_the_body(harness: Any) -> None:
+    h = harness(max_body=10)
+    h.feed(b"POST /big HTTP/1.1\r\nhost: x\r\ncontent-length: 100000\r\n\r\n" + b"x" * 100)
+    [(status, _, _)] = h.answers()
+    assert status == 413 and h.transport.eof and not h.transport.closed
+    assert h.conn.phase is Phase.LINGER and h.transport.reading and h.conn.is_idle()
+    written = h.transport.written
+    h.feed(b"x" * 5000 + get("/next"))  # dropped, never parsed: nothing more is answered
+    assert h.transport.written == written and not h.transport.closed
+
+
+def test_a_lingering_close_stops_at_its_byte_bound(harness: Any) -> None:
+    h = harness(max_head_bytes=100, linger_bytes=1000)
+    h.feed(b"GET / HTTP/1.1\r\nx-long: ")
+    h.feed(b"a" * 200)  # a line that never ends: over the head's limit
+    assert h.answers()[0][0] == 431 and h.transport.eof and not h.transport.closed
+    h.feed(b"a" * 1000)
+    assert not h.transport.closed  # up to the bound: still dropped
+    h.feed(b"a")
+    assert h.transport.closed
+
+
+def test_a_lingering_close_stops_at_its_time_bound(harness: Any) -> None:
+    h = harness(max_head_bytes=100, linger_timeout=2.0)
+    h.feed(b"GET / HTTP/1.1\r\nx-long: ")
+    h.feed(b"a" * 200)  # a line that never ends: over the head's limit
+    assert not h.conn.timed_out(h.conn.since + 1.5) and not h.transport.closed
+    assert h.conn.timed_out(h.conn.since + 2.5) and h.transport.closed
+
+
+def test_a_transport_that_cannot_end_one_side_closes_at_once(harness: Any) -> None:
+    h = harness(max_head_bytes=100)
+    h.transport.can_write_eof = lambda: False
+    h.feed(b"GET / HTTP/1.1\r\nx-long: ")
+    h.feed(b"a" * 200)  # a line that never ends: over the head's limit
+    assert h.answers()[0][0] == 431 and h.transport.closed and not h.transport.eof
+
+
+def test_a_complete_request_that_closes_does_not_linger(harness: Any) -> None:
+    h = harness()
+    h.feed(get("/", b"connection: close"))
+    assert h.answers()[0][0] == 200 and h.transport.closed and not h.transport.eof
