@@ -4,12 +4,17 @@ routing, access and error layers."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from vllm_sim.http.app import App
+from vllm_sim.frontend.envelope import OPENAI_DIALECT
+from vllm_sim.frontend.request_rules import require_json
+from vllm_sim.http.app import App, Route
 from vllm_sim.http.messages import BodyTooLarge, Headers, Response, StreamingResponse
+from vllm_sim.transports.http.access import ControlGuard, cross_origin
 
 
 @dataclass
@@ -100,3 +105,16 @@ def call_app(
 ) -> Answer:
     """`exchange` on a loop of its own."""
     return asyncio.run(exchange(app, method, path, body, headers, query))
+
+
+def product_app(routes: list[Route], max_body_bytes: int, **options: Any) -> App:
+    """An App composed as the server composes it: the API's error envelope, JSON-only POST
+    bodies, and a control guard's own media rule and closed preflights."""
+    composed = []
+    for route in routes:
+        if isinstance(route.guard, ControlGuard):
+            route = dataclasses.replace(route, refuses_preflight=cross_origin)
+        else:
+            route = dataclasses.replace(route, content_check=require_json)
+        composed.append(route)
+    return App(composed, max_body_bytes, dialect=OPENAI_DIALECT, **options)

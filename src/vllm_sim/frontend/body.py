@@ -19,7 +19,7 @@ import msgspec
 import msgspec.inspect
 
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import VALIDATION_ERROR_TYPE, validation_error
+from vllm_sim.frontend.request_rules import VALIDATION_ERROR_TYPE, validation_error
 
 T = TypeVar("T")
 

@@ -21,10 +21,10 @@ from vllm_sim.engine.sequence import RequestStream
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.capabilities import Capabilities
 from vllm_sim.frontend.context import ApiContext
+from vllm_sim.frontend.envelope import error_body
 from vllm_sim.frontend.render_service import RenderCall
 from vllm_sim.frontend.streaming import AnswerShape, ChunkEncoder
 from vllm_sim.frontend.transfer import KvTransferParams
-from vllm_sim.http.messages import error_body
 
 
 class ModelNamed(Protocol):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 
+from vllm_sim.frontend.request_rules import header_flag
 from vllm_sim.http.messages import HttpRequest
 
 IMAGE_URL = (
@@ -32,6 +33,6 @@ class ImageEmission:
     def wants_image(self, request: HttpRequest) -> bool:
         if not self.enabled:
             return False
-        if request.flag(SEND_IMAGE_HEADER):
+        if header_flag(request, SEND_IMAGE_HEADER):
             return True
         return self.rate > 0 and self._rng.randint(1, 100) <= self.rate

@@ -19,17 +19,11 @@ from vllm_sim.errors import RequestError
 from vllm_sim.frontend.body import decode_body
 from vllm_sim.frontend.context import ApiContext
 from vllm_sim.frontend.endpoint import B, Call, Endpoint, Options, Plan
+from vllm_sim.frontend.envelope import encode_json
 from vllm_sim.frontend.errors import http_error
 from vllm_sim.frontend.streaming import sse_events
 from vllm_sim.frontend.transfer import cache_threshold_forced, prefill_answer
-from vllm_sim.http.messages import (
-    AnyResponse,
-    Handler,
-    HttpRequest,
-    Response,
-    StreamingResponse,
-    encode_json,
-)
+from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response, StreamingResponse
 
 
 def generation_handler(ctx: ApiContext, endpoint: Endpoint[Any]) -> Handler:

@@ -14,9 +14,10 @@ from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
+from vllm_sim.frontend.envelope import error_body
 from vllm_sim.frontend.errors import as_request_error
 from vllm_sim.frontend.usage import usage_of
-from vllm_sim.http.messages import READY, BodyWriter, HttpRequest, error_body
+from vllm_sim.http.messages import READY, BodyWriter, HttpRequest
 
 log = logging.getLogger("vllm_sim.server")
 

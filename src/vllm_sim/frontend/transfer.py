@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from vllm_sim.engine.sequence import Sequence
+from vllm_sim.frontend.request_rules import header_flag
 from vllm_sim.http.messages import HttpRequest
 
 CACHE_THRESHOLD_HEADER = b"x-cache-threshold-finish-reason"
@@ -34,7 +35,7 @@ class KvTransferParams(msgspec.Struct):
 
 def cache_threshold_forced(request: HttpRequest) -> bool:
     """X-Cache-Threshold-Finish-Reason as Go parses a bool (other values: no effect)."""
-    return request.flag(CACHE_THRESHOLD_HEADER)
+    return header_flag(request, CACHE_THRESHOLD_HEADER)
 
 
 def prefill_answer(seq: Sequence, host: str, block_size: int) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""The application: routing, CORS, access checks, body limits and error shapes."""
+"""The application: routing, CORS, per-route checks, body limits and error answers."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -9,12 +10,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from vllm_sim.errors import RequestError
-from vllm_sim.http.access import Guard, cross_origin, is_control
 from vllm_sim.http.cors import Cors
 from vllm_sim.http.messages import (
-    JSON,
     AnyResponse,
     BodyTooLarge,
+    Dialect,
+    ErrorRenderer,
     Exchange,
     Fields,
     Handler,
@@ -23,43 +24,46 @@ from vllm_sim.http.messages import (
     Response,
     StreamingResponse,
     declared_length,
-    error_body,
-    error_response,
     header_fields,
-    validation_error,
 )
 
 log = logging.getLogger("vllm_sim.server")
 
 _NONE: Headers = []  # shared, never mutated
-ErrorRenderer = Callable[[RequestError], bytes]
+# (method, headers) -> the refusal, or None to go on. Header names are lower case.
+Guard = Callable[[str, Headers], RequestError | None]
+# A POST's Content-Type (None without one) -> the refusal, or None to go on.
+ContentCheck = Callable[[bytes | None], RequestError | None]
 
 
 @dataclass(frozen=True, slots=True)
 class Route:
     # An exact path, or a pattern whose `{name}` segments each match one non-empty segment
-    # (`/v1/responses/{response_id}`); the handler reads the value from `request.path`.
+    # (`/items/{item_id}`); the handler reads the value from `request.path`.
     path: str
     methods: dict[str, Handler]
-    # Generation endpoints refuse new work while the server drains for shutdown.
+    # Routes that start new work refuse it while the server drains for shutdown.
     refuses_when_draining: bool = False
-    # Who may call it (API key, control checks); runs before the body is read. None: anyone.
+    # Who may call it; runs before the body is read. None: anyone.
     guard: Guard | None = None
     # The envelope of every error answered on this route (and on unknown paths below it),
-    # the kernel's own 401/404/405/413/415/500/503 included.
-    error_body: ErrorRenderer = error_body
-    # Whether its POST reads a JSON body, and so refuses another content type as vLLM does
-    # (its /ping and cancel routes read none).
-    reads_json: bool = True
+    # the kernel's own 401/404/405/413/415/500/503 included. None: the application's.
+    error_body: ErrorRenderer | None = None
+    # The media types its POST body may have, checked after the guard and before the body
+    # is read. None: any.
+    content_check: ContentCheck | None = None
+    # Whether a CORS preflight must fail whatever the policy, for a route whose guard
+    # refuses the browser request it would announce (None: the policy decides).
+    refuses_preflight: Callable[[Headers], bool] | None = None
 
     @property
     def allow_header(self) -> bytes:
-        return ", ".join(sorted(self.methods)).encode()  # as vLLM lists them: no OPTIONS
+        return ", ".join(sorted(self.methods)).encode()  # OPTIONS is answered, not listed
 
 
 class RequestObserver(Protocol):
-    """Told of every request the application answered, once the answer is sent: vLLM's HTTP
-    instrumentator (injected by the server layer, which owns the metrics)."""
+    """Told of every request the application answered, once the answer is sent (the HTTP
+    metrics, injected by the layer that owns them)."""
 
     def __call__(
         self,
@@ -74,7 +78,8 @@ class RequestObserver(Protocol):
 
 
 class App:
-    """One router for every endpoint; handlers get a fully read HttpRequest."""
+    """One router for every endpoint; handlers get a fully read HttpRequest. `dialect`
+    words the errors the application answers itself, on routes that bring no envelope."""
 
     def __init__(
         self,
@@ -82,14 +87,22 @@ class App:
         max_body_bytes: int,
         cors: Cors | None = None,
         observer: RequestObserver | None = None,
+        dialect: Dialect | None = None,
     ) -> None:
+        self.dialect = dialect = dialect or Dialect()
+        routes = [
+            route
+            if route.error_body is not None
+            else dataclasses.replace(route, error_body=dialect.error_body)
+            for route in routes
+        ]
         self._routes = {route.path: route for route in routes if not _is_pattern(route.path)}
         self._patterns = [
             (route.path.split("/"), route) for route in routes if _is_pattern(route.path)
         ]
         self.max_body_bytes = max_body_bytes
         self.draining = False
-        self._cors = cors or Cors()  # vLLM's defaults: no other origin is allowed
+        self._cors = cors or Cors()  # no other origin is allowed unless configured
         self._observer = observer
 
     async def handle(self, exchange: Exchange) -> None:
@@ -98,7 +111,7 @@ class App:
         method = exchange.method
         headers = exchange.headers
         route = self._routes.get(path) or self._match(path)
-        if method == "OPTIONS":  # preflights are answered before routing, as in vLLM
+        if method == "OPTIONS":  # preflights are answered before routing
             preflight = self._cors.preflight(headers, _shut(route, headers))
             if preflight is not None:
                 exchange.respond(preflight, _NONE)
@@ -131,29 +144,27 @@ class App:
         fields: Fields,
         declared: int,
     ) -> tuple[AnyResponse, bool]:
-        """The answer, and whether it got past vLLM's API-key layer, which wraps its CORS
-        layer and its HTTP instrumentator: a refused key gets no CORS headers (a page cannot
-        read why) and counts in no HTTP metric."""
+        """The answer, and whether it got past the authentication layer, which wraps the
+        CORS layer and the request observer: a refused key (401) gets no CORS headers (a
+        page cannot read why) and is observed by no one."""
         if route is None:
             return self._not_found(exchange.path), True
         method = exchange.method
         handler = route.methods.get(method)
         if handler is None:
-            return _method_response(route, method), True
+            return self._method_response(route, method), True
         refusal = _refusal(route, method, exchange.headers, fields)
         if refusal is not None:  # the unread body is dropped
-            return _error(route, refusal), refusal.status != 401
+            return self._error(route, refusal), refusal.status != 401
         try:
             if declared > self.max_body_bytes:
                 raise BodyTooLarge
             body = await exchange.read_body()
         except BodyTooLarge:
-            limit_mb = self.max_body_bytes // (1024 * 1024)
-            message = f"Request body exceeds the {limit_mb} MB limit (max-request-body-size-mb)"
-            error = RequestError(413, message)
-            return _error(route, error, [(b"connection", b"close")]), True
+            error = RequestError(413, self.dialect.too_large(self.max_body_bytes))
+            return self._error(route, error, [(b"connection", b"close")]), True
         if self.draining and route.refuses_when_draining:
-            return _error(route, RequestError(503, "server is shutting down")), True
+            return self._error(route, RequestError(503, "server is shutting down")), True
         request = HttpRequest(
             method,
             exchange.path,
@@ -165,7 +176,7 @@ class App:
             fields,
             exchange.received,
         )
-        return await _call(handler, request, route), True
+        return await self._call(handler, request, route), True
 
     def _match(self, path: str) -> Route | None:
         """The pattern route `path` fits, if any (only paths no exact route serves)."""
@@ -181,46 +192,56 @@ class App:
         return None
 
     def _not_found(self, path: str) -> Response:
-        """404, in the envelope of the route the path lies under (/v1/messages/x: Anthropic's)."""
+        """404, in the envelope of the route the path lies under (/items/x: /items'),
+        else the application's."""
         error = RequestError(404, "Not Found")
         owner = max(
             (r for r in self._routes.values() if path.startswith(r.path + "/")),
             key=lambda r: len(r.path),
             default=None,
         )
-        return error_response(error) if owner is None else _error(owner, error)
+        if owner is None:
+            return Response(404, self.dialect.error_body(error), self.dialect.media_type)
+        return self._error(owner, error)
+
+    def _method_response(self, route: Route, method: str) -> Response:
+        allow = (b"allow", route.allow_header)
+        if method == "OPTIONS":
+            return Response(200, b"", b"text/plain; charset=utf-8", [allow])
+        return self._error(route, RequestError(405, "Method Not Allowed"), [allow])
+
+    def _error(self, route: Route, error: RequestError, headers: Headers | None = None) -> Response:
+        render = route.error_body or self.dialect.error_body
+        return Response(error.status, render(error), self.dialect.media_type, headers or [])
+
+    async def _call(self, handler: Handler, request: HttpRequest, route: Route) -> AnyResponse:
+        try:
+            return await handler(request)
+        except RequestError as error:
+            return self._error(route, error)
+        except Exception:  # a bug must cost one request, never the server
+            log.exception("unhandled error serving %s %s", request.method, request.path)
+            return self._error(route, RequestError(500, "Internal server error"))
 
 
 def _shut(route: Route | None, headers: Headers) -> bool:
-    """Whether a preflight must fail whatever the CORS policy: the control routes refuse
-    every cross-origin browser request (access.py), so no preflight may promise one."""
-    return route is not None and is_control(route.guard) and cross_origin(headers)
-
-
-# vLLM's refusal of a body that is not JSON, on every route that reads one.
-NOT_JSON = "Unsupported Media Type: Only 'application/json' is allowed"
+    """Whether a preflight must fail whatever the CORS policy."""
+    veto = route.refuses_preflight if route is not None else None
+    return veto is not None and veto(headers)
 
 
 def _refusal(route: Route, method: str, headers: Headers, fields: Fields) -> RequestError | None:
-    """What refuses a request before its body is read: the route's guard, then vLLM's media
-    rule. The control routes' guard checks their media type itself (415, and no
-    Content-Type allowed); the other routes that read a JSON body follow vLLM."""
+    """What refuses a request before its body is read: the route's guard, then, for a POST,
+    its content check."""
     guard = route.guard
     if guard is not None:
         refusal = guard(method, headers)
         if refusal is not None:
             return refusal
-    if method != "POST" or not route.reads_json or is_control(guard):
+    check = route.content_check
+    if method != "POST" or check is None:
         return None
-    if not _declares_json(fields.get(b"content-type")):
-        return validation_error(NOT_JSON)
-    return None
-
-
-def _declares_json(content_type: bytes | None) -> bool:
-    """vLLM's test: the first Content-Type, lower-cased, is application/json up to its first
-    `;` (parameters such as a charset may follow). A missing one is not JSON."""
-    return content_type is not None and content_type.lower().partition(b";")[0] == JSON
+    return check(fields.get(b"content-type"))
 
 
 def _is_parameter(segment: str) -> bool:
@@ -234,25 +255,3 @@ def _is_pattern(path: str) -> bool:
 def path_parameter(pattern: str, path: str, name: str) -> str:
     """The value the `{name}` segment of `pattern` took in `path` (a path the route matched)."""
     return path.split("/")[pattern.split("/").index("{" + name + "}")]
-
-
-def _method_response(route: Route, method: str) -> Response:
-    allow = (b"allow", route.allow_header)
-    if method == "OPTIONS":
-        return Response(200, b"", b"text/plain; charset=utf-8", [allow])
-    error = RequestError(405, "Method Not Allowed")
-    return Response(405, route.error_body(error), headers=[allow])
-
-
-def _error(route: Route, error: RequestError, headers: Headers | None = None) -> Response:
-    return Response(error.status, route.error_body(error), JSON, headers or [])
-
-
-async def _call(handler: Handler, request: HttpRequest, route: Route) -> AnyResponse:
-    try:
-        return await handler(request)
-    except RequestError as error:
-        return _error(route, error)
-    except Exception:  # a bug must cost one request, never the server
-        log.exception("unhandled error serving %s %s", request.method, request.path)
-        return _error(route, RequestError(500, "Internal server error"))

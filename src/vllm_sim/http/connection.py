@@ -7,232 +7,44 @@ bounded before it is kept: its head by ConnectionLimits (431 past them), its bod
 application's limit (413), and the time it may take to arrive by the server's timeouts
 (408). A client that stops reading pauses the streams written to it at the transport's
 high-water mark. A connection that closes aborts the request it carried at once.
+
+An answer given before its request was all read closes the connection, lingering: the
+server ends its side, then reads and drops what the client still sends, for a bounded
+time and number of bytes, so that the client gets to read the answer (a socket closed
+with unread input resets the connection, and a reset can destroy an answer not read yet).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
-from enum import Enum
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 from urllib.parse import unquote
 
 import httptools
 
 from vllm_sim.http import wire
-from vllm_sim.http.messages import (
-    READY,
-    BodyTooLarge,
-    Headers,
-    Response,
-    StreamingResponse,
-    declared_length,
-    header_fields,
-)
+from vllm_sim.http.exchange import ClientGone, Cycle
+from vllm_sim.http.limits import Phase
+from vllm_sim.http.messages import READY, declared_length, header_fields
 from vllm_sim.http.splice import Splice, preface_state
-
-if TYPE_CHECKING:
-    from vllm_sim.http.server import HttpServer
-
-log = logging.getLogger("vllm_sim.http")
-ACCESS_LOG = "vllm_sim.http.access"
-access_log = logging.getLogger(ACCESS_LOG)
-
-_NO_CACHE = b"cache-control: no-cache\r\n"
-# A complete answer's head and body go out in one write up to this size; a larger body is
-# handed over as is, beside its head, rather than copied into one buffer with it.
-_JOIN_LIMIT = 16 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionLimits:
-    """What one request's head may hold, and how long each phase of a connection may take."""
-
-    max_head_bytes: int = 64 * 1024  # request line and header lines together
-    max_headers: int = 256
-    head_timeout: float = 30.0  # from a request's first byte to the end of its head
-    body_timeout: float = 30.0  # the longest a request body may go without a byte
-    keep_alive_timeout: float = 5.0  # an idle connection between requests (vLLM's default)
-
-
-class Phase(Enum):
-    """Where the parser is in the request it is reading."""
-
-    IDLE = "idle"  # between requests: nothing of the next one read yet
-    HEAD = "head"  # request line and headers
-    BODY = "body"
-
-
-class ClientGone(Exception):
-    """The connection closed while its request's body was still being read."""
+from vllm_sim.http.state import ServerState, access_log, log
 
 
 class _HeadTooLarge(Exception):
     """Raised from a parser callback to stop parsing a head over the limits."""
 
 
-class Cycle:
-    """One request on a connection, from its head to the end of its answer: the Exchange
-    the application answers through."""
-
-    __slots__ = (
-        "_body",
-        "_conn",
-        "_waiter",
-        "close_after",
-        "complete",
-        "expects_continue",
-        "headers",
-        "method",
-        "overflow",
-        "path",
-        "port",
-        "query",
-        "received",
-        "responded",
-        "size",
-        "status",
-        "version",
-    )
-
-    def __init__(self, conn: HttpConnection, received: float) -> None:
-        self._conn = conn
-        self.received = received
-        self.method = ""
-        self.path = ""
-        self.query = b""
-        self.headers: Headers = []
-        self.port = conn.port
-        self.version = "1.1"
-        self._body: list[bytes] = []
-        self.size = 0
-        self.complete = False  # the whole body has arrived
-        self.overflow = False  # the body passed the limit: the rest is dropped
-        self.expects_continue = False
-        self.close_after = False
-        self.responded = False  # an answer's head has been written
-        self.status = 0
-        self._waiter: asyncio.Future[None] | None = None
-
-    # -- filled in by the connection --
-
-    def add_body(self, data: bytes, limit: int) -> None:
-        if self.overflow or self.responded:
-            return
-        self.size += len(data)
-        if self.size > limit:
-            self.overflow = True
-            self._body.clear()
-            self._wake()  # a handler waiting for the body answers 413 now
-        else:
-            self._body.append(data)
-
-    def body_arrived(self) -> None:
-        self.complete = True
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    # -- the Exchange --
-
-    async def read_body(self) -> bytes:
-        while not self.complete and not self.overflow:
-            conn = self._conn
-            if not conn.open:
-                raise ClientGone
-            if self.expects_continue:
-                self.expects_continue = False
-                conn.write(wire.CONTINUE)
-            self._waiter = conn.loop.create_future()
-            await self._waiter
-        if self.overflow:
-            raise BodyTooLarge
-        body = self._body
-        return body[0] if len(body) == 1 else b"".join(body)
-
-    def on_disconnect(self, callback: Callable[[], None]) -> Callable[[], None]:
-        return self._conn.watch(callback)
-
-    def respond(self, response: Response, extra: Headers) -> int:
-        body = response.body
-        size = len(body)
-        conn = self._conn
-        framing = wire.content_length(size)
-        if response.content_type:
-            framing += b"content-type: " + response.content_type + wire.CRLF
-        self._begin(response.status, response.headers)
-        close = self.close_after and not _names_connection(response.headers)
-        head = self._head(response.status, response.headers, extra, framing, close)
-        if self.method == "HEAD":
-            conn.write(head)
-        elif size <= _JOIN_LIMIT:
-            conn.write(head + body)
-        else:
-            conn.write_all((head, body))
-        return size
-
-    async def stream(self, response: StreamingResponse, extra: Headers) -> None:
-        conn = self._conn
-        self._begin(response.status, response.headers)
-        # HTTP/1.0 knows no chunked framing: the body is sent as is and ends with the
-        # connection.
-        chunked = self.version != "1.0"
-        if not chunked:
-            self.close_after = True
-        framing = b"content-type: " + response.content_type + wire.CRLF + _NO_CACHE
-        if chunked:
-            framing += wire.CHUNKED
-        conn.write(self._head(response.status, response.headers, extra, framing, self.close_after))
-        if self.method == "HEAD":
-            write = conn.write_discarding
-        else:
-            write = conn.write_chunk if chunked else conn.write_plain
-        try:
-            await response.produce(write)
-        except Exception:
-            log.exception("stream failed")
-        if self.method != "HEAD" and chunked:
-            conn.write(wire.LAST_CHUNK)
-
-    def _head(
-        self, status: int, headers: Headers, extra: Headers, framing: bytes, close: bool
-    ) -> bytes:
-        return wire.head(status, self._conn.server.date.line(), headers, extra, framing, close)
-
-    def _begin(self, status: int, headers: Headers) -> None:
-        if self.responded:
-            raise RuntimeError("a request was answered twice")
-        self.responded = True
-        self.status = status
-        # An answer that says it closes the connection (a 413) does, and so does one given
-        # before its request's body was all read: the rest of it cannot be told from the
-        # next request.
-        if not self.complete or _names_connection(headers):
-            self.close_after = True
-
-
-def _names_connection(headers: Headers) -> bool:
-    return any(name == b"connection" for name, _ in headers)
-
-
-Application = Callable[[Cycle], Awaitable[None]]
-
-
 class HttpConnection(asyncio.Protocol):
     """The protocol of one connection (see the module's docstring)."""
 
-    def __init__(self, server: HttpServer) -> None:
-        self.server = server
-        self.loop = server.loop
-        self.limits = server.limits
-        self.port = server.port
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self.loop = state.loop
+        self.limits = state.limits
+        self.port = state.port
         self.transport: asyncio.Transport | None = None
         self.open = False  # connected, and not being closed: writes go out
         self.since = time.monotonic()  # when the current phase began, for timeouts
@@ -254,10 +66,11 @@ class HttpConnection(asyncio.Protocol):
         self._closing = False  # close once the active request is answered
         self._pending_error: bytes | None = None  # answered once the active request is
         self._upgrade_body = 0  # body bytes of an upgrade request still to read
+        self._linger_left = 0  # bytes still dropped before a lingering close gives up
         self._last_read = False  # a request that closes the connection has been read
         # Its first bytes are looked at for the HTTP/2 preface while a gRPC server shares
         # the port; what arrived of a preface so far.
-        self._sniffing = server.grpc_target is not None
+        self._sniffing = state.grpc_target is not None
         self._sniffed = b""
 
     # -- transport events --
@@ -265,17 +78,17 @@ class HttpConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self.open = True
-        self.server.connection_opened(self)
+        self.state.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
-        self.server.connection_closed(self)
+        self.state.connection_closed(self)
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher()
         for cycle in (self._reading, self._active):
             if cycle is not None:
-                cycle._wake()  # a handler waiting for its body learns of the loss
+                cycle.wake()  # a handler waiting for its body learns of the loss
         drained = self._drained
         if drained is not None and not drained.done():
             drained.set_result(None)
@@ -315,6 +128,9 @@ class HttpConnection(asyncio.Protocol):
             self._raw_head_bytes += len(data)
         elif self.phase is Phase.BODY:
             self.since = time.monotonic()  # the body made progress
+        elif self.phase is Phase.LINGER:
+            self._drop(data)
+            return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
@@ -378,7 +194,7 @@ class HttpConnection(asyncio.Protocol):
         path = url.path.decode("latin-1")
         cycle.path = unquote(path) if "%" in path else path
         cycle.query = url.query or b""
-        cycle.close_after = not parser.should_keep_alive() or self.server.closing
+        cycle.close_after = not parser.should_keep_alive() or self.state.closing
         if parser.should_upgrade():
             # Nothing here speaks another protocol: the request is answered as HTTP/1.1,
             # then the connection closes. The parser hands over at the end of the head,
@@ -391,7 +207,7 @@ class HttpConnection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         cycle = self._reading
         if cycle is not None:
-            cycle.add_body(body, self.server.max_body_bytes)
+            cycle.add_body(body, self.state.max_body_bytes)
 
     def on_message_complete(self) -> None:
         if self._upgrade_body:
@@ -442,13 +258,13 @@ class HttpConnection(asyncio.Protocol):
 
     async def _serve(self, cycle: Cycle) -> None:
         try:
-            await self.server.app(cycle)
+            await self.state.app(cycle)
         except ClientGone:
             pass
         except Exception:  # the application answers its own errors: this is a bug
             log.exception("unhandled error serving %s %s", cycle.method, cycle.path)
             if not cycle.responded:
-                self.write(wire.protocol_error(500, "Internal server error", self._date()))
+                self.write(self._error_answer(500, "Internal server error"))
             cycle.close_after = True
         if not cycle.responded:
             cycle.close_after = True
@@ -458,16 +274,19 @@ class HttpConnection(asyncio.Protocol):
         self._active = None
         self._watcher = None
         self.served += 1
-        if self.server.log_access:
+        if self.state.log_access:
             self._log_access(cycle)
         if not self.open:
             return
-        if cycle.close_after or self._closing:
+        if self._closing or (cycle.close_after and cycle.complete):
             self._close()
+            return
+        if cycle.close_after:  # answered before its body was all read
+            self._linger()
             return
         if self._pending_error is not None:
             self.write(self._pending_error)
-            self._close()
+            self._linger()
             return
         self.since = time.monotonic()
         if self._queue:
@@ -546,13 +365,12 @@ class HttpConnection(asyncio.Protocol):
 
     def _hand_over(self, data: bytes) -> None:
         """An HTTP/2 connection: from now on the gRPC server's (see splice.py)."""
-        transport, target = self.transport, self.server.grpc_target
+        transport, target = self.transport, self.state.grpc_target
         assert transport is not None and target is not None
         self.open = False
-        self.server.connection_handed_over(self)
-        splice = Splice(transport, data, target, self.server.splice_closed)
+        splice = Splice(transport, data, target, self.state.splice_closed)
         transport.set_protocol(splice)
-        self.server.splice_opened(splice)
+        self.state.connection_handed_over(self, splice)
 
     def _parse_failed(self, exc: Exception | None) -> None:
         if self._head_too_large:
@@ -561,10 +379,10 @@ class HttpConnection(asyncio.Protocol):
                 f"The request head is over {limits.max_head_bytes} bytes or "
                 f"{limits.max_headers} header lines"
             )
-            answer = wire.protocol_error(431, message, self._date())
+            answer = self._error_answer(431, message)
         else:
             reason = str(exc) if exc is not None else "malformed request"
-            answer = wire.protocol_error(400, f"Invalid HTTP request: {reason}", self._date())
+            answer = self._error_answer(400, f"Invalid HTTP request: {reason}")
         self._reading = None
         self._fail(answer)
 
@@ -575,7 +393,7 @@ class HttpConnection(asyncio.Protocol):
             self._pending_error = answer
             return
         self.write(answer)
-        self._close()
+        self._linger()
 
     def _upgrade_requested(self, rest: bytes) -> None:
         """A request asking to switch protocols is answered as plain HTTP/1.1 (nothing
@@ -605,7 +423,7 @@ class HttpConnection(asyncio.Protocol):
         piece = data[: self._upgrade_body]
         self._upgrade_body -= len(piece)
         if piece:
-            cycle.add_body(piece, self.server.max_body_bytes)
+            cycle.add_body(piece, self.state.max_body_bytes)
         if self._upgrade_body == 0:
             self.on_message_complete()
         elif self._active is None:
@@ -613,6 +431,11 @@ class HttpConnection(asyncio.Protocol):
 
     def timed_out(self, now: float) -> bool:
         """Closes the connection if its current phase has lasted too long; True if so."""
+        if self.phase is Phase.LINGER:
+            if now - self.since > self.limits.linger_timeout:
+                self._close()
+                return True
+            return False
         if not self.open:
             return False
         active = self._active
@@ -631,14 +454,14 @@ class HttpConnection(asyncio.Protocol):
             return False
         what = "head" if self.phase is Phase.HEAD else "body"
         message = f"The request {what} did not arrive within {limit:g} seconds"
-        answer = wire.protocol_error(408, message, self._date())
+        answer = self._error_answer(408, message)
         self._reading = None
         if active is not None:  # its handler waits for the body: it is told it never came
             if not active.responded:
                 active.responded = True
                 self.write(answer)
-            self._close()
-            active._wake()
+            self._linger()
+            active.wake()
         else:
             self._fail(answer)
         return True
@@ -646,7 +469,9 @@ class HttpConnection(asyncio.Protocol):
     def is_idle(self) -> bool:
         """Whether closing it now would cut no answer: nothing is being answered, or the
         request is still waiting for its body and nothing of its answer was written."""
-        if self._queue:
+        if self.phase is Phase.LINGER:
+            return True  # answered, and closing
+        if self._queue or not self.open:
             return False
         active = self._active
         return active is None or (
@@ -664,13 +489,43 @@ class HttpConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
+    def _linger(self) -> None:
+        """Closes after an answer given before its request was all read (see the module's
+        docstring): this side ends once the answer is flushed, and what still arrives is
+        dropped until the client ends its side or a bound in ConnectionLimits passes (the
+        sweep enforces the time). A transport that cannot end one side only (TLS) closes
+        at once, as it cannot tell the client the answer is complete."""
+        transport = self.transport
+        self.open = False
+        if transport is None or transport.is_closing():
+            return
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        self.phase = Phase.LINGER
+        self.since = time.monotonic()
+        self._linger_left = self.limits.linger_bytes
+        self._reading = None
+        transport.write_eof()
+        if self._read_paused:
+            self._read_paused = False
+            transport.resume_reading()
+
+    def _drop(self, data: bytes) -> None:
+        self._linger_left -= len(data)
+        if self._linger_left < 0:
+            self._close()
+
     def _close(self) -> None:
         self.open = False
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
-    def _date(self) -> bytes:
-        return self.server.date.line()
+    def date(self) -> bytes:
+        return self.state.date.line()
+
+    def _error_answer(self, status: int, message: str) -> bytes:
+        return wire.protocol_error(status, message, self.date(), self.state.dialect)
 
 
 def _nothing() -> None:

@@ -1,6 +1,5 @@
-"""Cross-origin resource sharing, answered as vLLM answers it: vLLM wraps its whole app in
-Starlette's CORS middleware configured by --allowed-origins, --allowed-methods,
---allowed-headers and --allow-credentials, so these are that middleware's rules.
+"""Cross-origin resource sharing for the whole application, by four settings: the allowed
+origins, methods and headers, and whether credentials are allowed.
 
 A preflight (OPTIONS with Origin and Access-Control-Request-Method) is answered here, before
 routing and before any key is checked; every other answer gets the headers a browser reads
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 
 from vllm_sim.http.messages import Headers, Response
 
-# What `*` in --allowed-methods stands for.
+# What `*` among the allowed methods stands for.
 ALL_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "QUERY")
 # Request headers a preflight may always ask for.
 _SAFELISTED = ("Accept", "Accept-Language", "Content-Language", "Content-Type")
@@ -32,7 +31,7 @@ _VARY_ONLY: Headers = [_VARY_ORIGIN]  # shared, never mutated
 
 @dataclass(frozen=True, slots=True)
 class CorsPolicy:
-    """vLLM's four CORS flags, with vLLM's defaults."""
+    """The four CORS settings; by default no other origin is allowed."""
 
     allowed_origins: tuple[str, ...] = ()
     allowed_methods: tuple[str, ...] = ("*",)
@@ -118,7 +117,7 @@ class Cors:
             answer.append((_ALLOW_HEADERS, asked.headers))  # whatever is asked is allowed
         elif asked.headers is not None and not self._headers_allowed(asked.headers):
             failures.append("headers")
-        if asked.private_network is not None:  # vLLM never opens the private network
+        if asked.private_network is not None:  # the private network is never opened
             failures.append("private-network")
         if failures:
             text = "Disallowed CORS " + ", ".join(failures)

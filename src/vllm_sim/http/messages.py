@@ -7,18 +7,16 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-import msgspec
-
 from vllm_sim.errors import RequestError
 
 Headers = list[tuple[bytes, bytes]]
-# Each header name (lower case) once, with its first value, as Starlette's `get` reads it.
+# Each header name (lower case) once, with its first value.
 Fields = dict[bytes, bytes]
 
 
 def header_fields(headers: Headers) -> Fields:
     """One lookup table for all the header reads of a request, built in C (the first value
-    of a repeated name wins, as it does in vLLM)."""
+    of a repeated name wins, as a single-valued read of the headers does)."""
     return dict(reversed(headers))
 
 
@@ -47,7 +45,6 @@ READY: Awaitable[None] = _Ready()
 DisconnectWatch = Callable[[Callable[[], None]], Callable[[], None]]
 
 JSON = b"application/json"
-_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
 
 class HttpRequest:
@@ -83,8 +80,8 @@ class HttpRequest:
         self.query = query
         self.headers = headers
         self.fields = header_fields(headers) if fields is None else fields
-        # When the server began to read it (time.monotonic()): vLLM's latencies count from
-        # the request's arrival, so time spent reading the body and queueing is included.
+        # When the server began to read it (time.monotonic()): latencies count from the
+        # request's arrival, so time spent reading the body and queueing is included.
         self.received = time.monotonic() if received is None else received
         self.body = body
         self.port = port  # the port this request arrived on
@@ -95,10 +92,6 @@ class HttpRequest:
         """The value of a header (name in lower case), or None."""
         value = self.fields.get(name)
         return None if value is None else value.decode("latin-1")
-
-    def flag(self, name: bytes) -> bool:
-        """A header read as Go's strconv.ParseBool reads true (the control headers' rule)."""
-        return (self.header(name) or "").strip() in _GO_TRUE
 
     def on_disconnect(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Calls `callback` if the client goes away (at once if it already has); returns a
@@ -164,42 +157,24 @@ class Exchange(Protocol):
         ...
 
 
-class ErrorInfo(msgspec.Struct):
-    message: str
-    type: str
-    param: str | None
-    code: int
+# The body of an error answer: what the application's API wraps an error in.
+ErrorRenderer = Callable[[RequestError], bytes]
 
 
-class ErrorBody(msgspec.Struct):
-    error: ErrorInfo
+def plain_error_body(error: RequestError) -> bytes:
+    return error.message.encode()
 
 
-_encoder = msgspec.json.Encoder()
-# Shared by the loop and the answer thread: an encode holds the GIL from start to end (no
-# hooks call back into Python), so one encoder is never entered twice at once.
-encode_json = _encoder.encode
+def _too_large(limit: int) -> str:
+    return f"Request body exceeds the {limit} byte limit"
 
 
-def error_body(error: RequestError) -> bytes:
-    """The OpenAI error shape vLLM uses: {"error": {message, type, param, code}}."""
-    info = ErrorInfo(error.message, error.error_type, error.param, error.status)
-    return _encoder.encode(ErrorBody(info))
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """How the kernel words the errors it answers itself (404, 405, 408, 413, 431, 500...):
+    plain text unless the application brings its API's envelope, so that every error a
+    client sees has the one shape it parses."""
 
-
-# vLLM answers a request its schema refuses with the HTTP phrase as the error type.
-VALIDATION_ERROR_TYPE = "Bad Request"
-
-
-def validation_error(entry: str, param: str | None = None) -> RequestError:
-    """A 400 worded as vLLM words a request that fails its schema (FastAPI's validation
-    error): the count, then the entry, indented. `param` names the field (`body.n`)."""
-    return RequestError(400, f"1 validation error:\n  {entry}", param, VALIDATION_ERROR_TYPE)
-
-
-def error_response(error: RequestError, headers: Headers | None = None) -> Response:
-    return Response(error.status, error_body(error), JSON, headers or [])
-
-
-def json_response(payload: object, status: int = 200, headers: Headers | None = None) -> Response:
-    return Response(status, _encoder.encode(payload), JSON, headers or [])
+    error_body: ErrorRenderer = plain_error_body
+    media_type: bytes = b"text/plain; charset=utf-8"
+    too_large: Callable[[int], str] = _too_large  # the message of a body over the limit

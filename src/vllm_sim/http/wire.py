@@ -11,7 +11,7 @@ from email.utils import formatdate
 from http import HTTPStatus
 
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import Headers, error_body
+from vllm_sim.http.messages import Dialect, Headers
 
 CRLF = b"\r\n"
 # The end of a chunked body: the zero-size chunk, and no trailers.
@@ -79,9 +79,9 @@ def content_length(size: int) -> bytes:
 CHUNKED = b"transfer-encoding: chunked\r\n"
 
 
-def protocol_error(status: int, message: str, date: bytes) -> bytes:
-    """A complete answer, in the OpenAI error shape, to a request the server could not
-    read; the connection is closed after it."""
-    body = error_body(RequestError(status, message))
-    type_line = b"content-type: application/json\r\n"
+def protocol_error(status: int, message: str, date: bytes, dialect: Dialect) -> bytes:
+    """A complete answer, worded in `dialect`, to a request the server could not read; the
+    connection is closed after it."""
+    body = dialect.error_body(RequestError(status, message))
+    type_line = b"content-type: " + dialect.media_type + CRLF
     return head(status, date, [], [], type_line + content_length(len(body)), True) + body

@@ -19,6 +19,7 @@ from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.steps import StepEngine
 from vllm_sim.engine.tokenizer import SimulatedTokenizer, Tokenizer
 from vllm_sim.frontend.context import ApiContext, RequestIds
+from vllm_sim.frontend.envelope import OPENAI_DIALECT
 from vllm_sim.frontend.failures import FailureInjector
 from vllm_sim.frontend.omni import ImageEmission
 from vllm_sim.frontend.render_service import RenderService
@@ -127,6 +128,7 @@ def build_instance(
         cfg.max_request_body_size_mb * MB,
         Cors(views.cors(cfg)),
         observer=http_metrics.record,
+        dialect=OPENAI_DIALECT,
     )
     grpc = None if cfg.mm_encoder_only else _grpc(cfg, rank, ctx, app, access)
     return Instance(cfg, port, app, engine, readiness, control, background, grpc)

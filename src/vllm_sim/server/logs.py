@@ -8,7 +8,7 @@ import re
 import sys
 
 from vllm_sim.config import Config
-from vllm_sim.http.connection import ACCESS_LOG
+from vllm_sim.http.state import ACCESS_LOG
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 http_log = logging.getLogger("vllm_sim.http")

@@ -13,7 +13,8 @@ from collections.abc import Generator
 
 import uvloop
 
-from vllm_sim.http.connection import ConnectionLimits
+from vllm_sim.http.connection import HttpConnection
+from vllm_sim.http.limits import ConnectionLimits
 from vllm_sim.http.server import HttpServer
 from vllm_sim.http.splice import ALPN_PROTOCOLS
 from vllm_sim.server.build import Instance
@@ -66,7 +67,9 @@ class SimulatorServer:
             body_timeout=read_timeout,
             keep_alive_timeout=cfg.http_timeout_keep_alive.seconds,
         )
-        server = HttpServer(app.handle, app.max_body_bytes, limits)
+        server = HttpServer(
+            app.handle, app.max_body_bytes, HttpConnection, limits, dialect=app.dialect
+        )
         context = None if self._tls is None else self._tls.context
         grpc_server = None
         if instance.grpc is not None:

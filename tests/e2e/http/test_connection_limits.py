@@ -2,7 +2,8 @@
 connections), more connections that each send half a request head than the process has
 descriptors cannot lock anyone out: the ones waiting longest are shed, new clients are
 served, and a request being answered is never the one shed. A header line that never ends
-is cut at the head limit instead of being buffered: the server's memory stays bounded."""
+is cut at the head limit instead of being buffered, and what follows is read and dropped:
+the server's memory stays bounded, and the client still reads the 431."""
 
 from __future__ import annotations
 
@@ -143,9 +144,10 @@ def test_an_endless_header_line_is_cut_and_memory_stays_bounded(sim: SimServer) 
         done.set()
         sampler.join()
     for sent, answer in results:
-        # Cut long before 20 MB: what went out is the 64 KiB limit plus socket buffers.
-        assert sent < 20 * 1000 * 1000
-        assert answer == b"" or answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        # Past the 64 KiB limit the rest is dropped as it comes (below the lingering close's
+        # byte bound), so the client sends it all and then reads its answer.
+        assert sent >= 20 * 1000 * 1000
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
     # Buffered whole, the four values grow the server by over 100 MiB; cut, by nothing.
     assert peak - before < 50, f"RSS grew from {before:.0f} to {peak:.0f} MiB"
     assert health_within(sim, timeout=5.0).status == 200

@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from tests.support.server import SimServer
-from vllm_sim.http.connection import ConnectionLimits
+from vllm_sim.http.limits import ConnectionLimits
 
 LIMITS = ConnectionLimits()
 

@@ -12,7 +12,10 @@ from typing import Any
 import h11
 import pytest
 
-from vllm_sim.http.connection import ConnectionLimits, Cycle, HttpConnection, Phase
+from vllm_sim.frontend.envelope import OPENAI_DIALECT
+from vllm_sim.http.connection import HttpConnection
+from vllm_sim.http.exchange import Cycle
+from vllm_sim.http.limits import ConnectionLimits, Phase
 from vllm_sim.http.messages import READY, BodyTooLarge, Response, StreamingResponse
 from vllm_sim.http.server import HttpServer
 
@@ -24,6 +27,18 @@ class RecordingTransport(asyncio.Transport):
         self.closed = False
         self.aborted = False
         self.reading = True
+        self.eof = False  # this side was ended (shutdown for writing), the other still read
+
+    @property
+    def ended(self) -> bool:
+        """Whether the client has been told the connection ends (closed or half-closed)."""
+        return self.closed or self.eof
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof = True
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"peername": ("127.0.0.1", 5555)}.get(name, default)
@@ -106,12 +121,14 @@ class Harness:
         asyncio.set_event_loop(self.loop)
         self.server = self.loop.run_until_complete(self._server(handler, limits, max_body))
         self.transport = RecordingTransport()
-        self.conn = HttpConnection(self.server)
+        self.conn = HttpConnection(self.server.state)
         self.conn.connection_made(self.transport)
 
     @staticmethod
     async def _server(handler: Handler, limits: ConnectionLimits, max_body: int) -> HttpServer:
-        return HttpServer(handler, max_body, limits, max_connections=4)
+        return HttpServer(
+            handler, max_body, HttpConnection, limits, max_connections=4, dialect=OPENAI_DIALECT
+        )
 
     def feed(self, data: bytes) -> None:
         self.loop.call_soon(self.conn.data_received, data)  # inside the loop, as uvloop does
@@ -212,7 +229,7 @@ def test_a_chunked_body_over_the_limit_is_a_413_and_a_close(harness: Any) -> Non
     h.feed(b"8\r\n12345678\r\n")
     h.feed(b"8\r\n12345678\r\n")  # 16 bytes: over the limit, before the body ends
     [(status, headers, _)] = h.answers()
-    assert status == 413 and headers["connection"] == "close" and h.transport.closed
+    assert status == 413 and headers["connection"] == "close" and h.transport.ended
 
 
 def test_expect_continue_is_answered_when_the_body_is_read(harness: Any) -> None:
@@ -230,7 +247,7 @@ def test_a_header_line_that_never_ends_is_cut_at_the_head_limit(harness: Any) ->
     for _ in range(3):
         h.feed(b"a" * 500)  # never a CRLF: the parser would keep it all
     [(status, headers, body)] = h.answers()
-    assert status == 431 and headers["connection"] == "close" and h.transport.closed
+    assert status == 431 and headers["connection"] == "close" and h.transport.ended
     assert json.loads(body)["error"]["code"] == 431
 
 
@@ -246,7 +263,7 @@ def test_a_malformed_request_gets_a_json_400_and_a_close(harness: Any) -> None:
     [(status, _, body)] = h.answers()
     error = json.loads(body)["error"]
     assert status == 400 and set(error) == {"message", "type", "param", "code"}
-    assert h.transport.closed
+    assert h.transport.ended
 
 
 def test_a_bad_request_after_a_good_one_is_answered_after_it(harness: Any) -> None:
@@ -261,7 +278,7 @@ def test_a_bad_request_after_a_good_one_is_answered_after_it(harness: Any) -> No
     assert h.transport.written == b""
     gate.set()
     h.settle()
-    assert [status for status, _, _ in h.answers()] == [200, 400] and h.transport.closed
+    assert [status for status, _, _ in h.answers()] == [200, 400] and h.transport.ended
 
 
 def test_head_and_body_timeouts_are_408s(harness: Any) -> None:
@@ -269,14 +286,14 @@ def test_head_and_body_timeouts_are_408s(harness: Any) -> None:
     h.feed(b"GET / HTTP/1.1\r\nhost")
     assert not h.conn.timed_out(h.conn.since + 0.5)
     assert h.conn.timed_out(h.conn.since + 1.5)
-    assert h.answers()[0][0] == 408 and h.transport.closed
+    assert h.answers()[0][0] == 408 and h.transport.ended
 
     waiting = harness(body_timeout=1.0)
     waiting.feed(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n\r\nabc")
     assert waiting.conn.phase is Phase.BODY
     assert waiting.conn.timed_out(waiting.conn.since + 1.5)  # its handler waits for the rest
     waiting.settle()
-    assert waiting.answers()[0][0] == 408 and waiting.transport.closed
+    assert waiting.answers()[0][0] == 408 and waiting.transport.ended
 
 
 def test_idle_connections_close_silently_after_their_timeout(harness: Any) -> None:
@@ -378,13 +395,13 @@ def test_over_the_cap_the_oldest_connection_with_nothing_answered_makes_room(
     h.feed(get("/"))  # the oldest is busy answering: it is kept
     others = []
     for _ in range(4):
-        conn = HttpConnection(h.server)
+        conn = HttpConnection(h.server.state)
         conn.connection_made(RecordingTransport())
         others.append(conn)
     assert not h.transport.is_closing()
     assert others[0].transport is not None and others[0].transport.is_closing()
     assert not any(c.transport.is_closing() for c in others[1:])  # type: ignore[union-attr]
-    assert len(h.server.connections) == 4 and h.server.shed == 1
+    assert len(h.server.state.connections) == 4 and h.server.state.shed == 1
 
 
 def test_nothing_read_after_an_answer_that_closed_the_connection_is_handled(
@@ -413,3 +430,47 @@ def test_a_long_header_split_over_reads_is_counted_once(harness: Any) -> None:
     h.feed(head[:400])
     h.feed(head[400:])
     assert h.answers()[0][0] == 431
+
+
+def test_an_early_413_lingers_dropping_the_rest_of_the_body(harness: Any) -> None:
+    h = harness(max_body=10)
+    h.feed(b"POST /big HTTP/1.1\r\nhost: x\r\ncontent-length: 100000\r\n\r\n" + b"x" * 100)
+    [(status, _, _)] = h.answers()
+    assert status == 413 and h.transport.eof and not h.transport.closed
+    assert h.conn.phase is Phase.LINGER and h.transport.reading and h.conn.is_idle()
+    written = h.transport.written
+    h.feed(b"x" * 5000 + get("/next"))  # dropped, never parsed: nothing more is answered
+    assert h.transport.written == written and not h.transport.closed
+
+
+def test_a_lingering_close_stops_at_its_byte_bound(harness: Any) -> None:
+    h = harness(max_head_bytes=100, linger_bytes=1000)
+    h.feed(b"GET / HTTP/1.1\r\nx-long: ")
+    h.feed(b"a" * 200)  # a line that never ends: over the head's limit
+    assert h.answers()[0][0] == 431 and h.transport.eof and not h.transport.closed
+    h.feed(b"a" * 1000)
+    assert not h.transport.closed  # up to the bound: still dropped
+    h.feed(b"a")
+    assert h.transport.closed
+
+
+def test_a_lingering_close_stops_at_its_time_bound(harness: Any) -> None:
+    h = harness(max_head_bytes=100, linger_timeout=2.0)
+    h.feed(b"GET / HTTP/1.1\r\nx-long: ")
+    h.feed(b"a" * 200)  # a line that never ends: over the head's limit
+    assert not h.conn.timed_out(h.conn.since + 1.5) and not h.transport.closed
+    assert h.conn.timed_out(h.conn.since + 2.5) and h.transport.closed
+
+
+def test_a_transport_that_cannot_end_one_side_closes_at_once(harness: Any) -> None:
+    h = harness(max_head_bytes=100)
+    h.transport.can_write_eof = lambda: False
+    h.feed(b"GET / HTTP/1.1\r\nx-long: ")
+    h.feed(b"a" * 200)  # a line that never ends: over the head's limit
+    assert h.answers()[0][0] == 431 and h.transport.closed and not h.transport.eof
+
+
+def test_a_complete_request_that_closes_does_not_linger(harness: Any) -> None:
+    h = harness()
+    h.feed(get("/", b"connection: close"))
+    assert h.answers()[0][0] == 200 and h.transport.closed and not h.transport.eof

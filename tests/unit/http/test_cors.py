@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support.exchange import call_app
-from vllm_sim.http.access import KeyRing, control_guard, key_guard
+from tests.support.exchange import call_app, product_app
+from vllm_sim.frontend.envelope import json_response
 from vllm_sim.http.app import App, Route
 from vllm_sim.http.cors import Cors, CorsPolicy
-from vllm_sim.http.messages import AnyResponse, HttpRequest, Response, json_response
+from vllm_sim.http.messages import AnyResponse, HttpRequest, Response
+from vllm_sim.transports.http.access import KeyRing, control_guard, key_guard
 
 SITE = b"https://ui.example"
 OTHER = b"https://evil.example"
@@ -146,7 +147,7 @@ def kernel(**policy: Any) -> App:
         Route("/admin/config", {"GET": ok}, guard=control_guard(None)),
         Route("/open", {"GET": ok}),
     ]
-    return App(routes, max_body_bytes=100, cors=Cors(CorsPolicy(**policy)))
+    return product_app(routes, 100, cors=Cors(CorsPolicy(**policy)))
 
 
 def test_preflights_come_before_routing_and_keys() -> None:

@@ -8,11 +8,12 @@ import asyncio
 import json
 from typing import Any
 
-from tests.support.exchange import call_app, exchange
+from tests.support.exchange import call_app, exchange, product_app
 from vllm_sim.errors import RequestError
-from vllm_sim.http.access import KeyRing, control_guard, cross_origin, key_guard
+from vllm_sim.frontend.envelope import json_response
 from vllm_sim.http.app import App, Route
-from vllm_sim.http.messages import AnyResponse, HttpRequest, json_response
+from vllm_sim.http.messages import AnyResponse, HttpRequest
+from vllm_sim.transports.http.access import KeyRing, control_guard, cross_origin, key_guard
 
 
 def custom(error: RequestError) -> bytes:
@@ -48,7 +49,7 @@ def app(guard: Any = None) -> App:
         Route("/anth/broken", {"POST": broken}, error_body=custom),
         Route("/plain", {"POST": broken}),
     ]
-    return App(routes, max_body_bytes=10)
+    return product_app(routes, 10)
 
 
 def test_a_bug_is_a_500_in_the_routes_envelope() -> None:
@@ -162,9 +163,9 @@ def test_no_content_type_is_refused_except_on_control_routes() -> None:
     async def raw(headers: list[tuple[bytes, bytes]], path: str, server: App) -> int:
         return (await exchange(server, "POST", path, b"{}", headers)).status
 
-    server = App(
+    server = product_app(
         [Route("/api", {"POST": ok}), Route("/control", {"POST": ok}, guard=control_guard(None))],
-        max_body_bytes=10,
+        10,
     )
     assert asyncio.run(raw([], "/api", server)) == 400  # vLLM refuses a missing type
     assert asyncio.run(raw([], "/control", server)) == 200  # `curl -X POST .../sleep`
@@ -178,5 +179,5 @@ async def refuses_naming_a_lone_surrogate(request: HttpRequest) -> AnyResponse:
 
 def test_an_error_naming_a_lone_surrogate_still_encodes() -> None:
     routes = [Route("/r", {"POST": refuses_naming_a_lone_surrogate})]
-    status, body, _ = call(App(routes, max_body_bytes=10), "POST", "/r")
+    status, body, _ = call(product_app(routes, 10), "POST", "/r")
     assert status == 400 and body["error"]["message"] == "unknown value ?"

@@ -3,10 +3,12 @@ the kernel's 404, 405 and guards apply to them as to any route."""
 
 from __future__ import annotations
 
+from tests.support.exchange import product_app
 from tests.unit.http.test_kernel_errors import call
 from vllm_sim.errors import RequestError
+from vllm_sim.frontend.envelope import json_response
 from vllm_sim.http.app import App, Route, path_parameter
-from vllm_sim.http.messages import AnyResponse, Headers, HttpRequest, json_response
+from vllm_sim.http.messages import AnyResponse, Headers, HttpRequest
 
 ITEM = "/v1/things/{thing_id}"
 CANCEL = "/v1/things/{thing_id}/cancel"
@@ -36,7 +38,7 @@ def app() -> App:
         Route("/v1/things", {"POST": listing}),
         Route("/locked/{x}", {"GET": item}, guard=refuse_all),
     ]
-    return App(routes, max_body_bytes=100)
+    return product_app(routes, 100)
 
 
 def test_a_parameter_takes_one_segment() -> None:

@@ -9,11 +9,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from tests.support.exchange import call_app
-from vllm_sim.http.access import KeyRing, key_guard
+from tests.support.exchange import call_app, product_app
+from vllm_sim.frontend.envelope import json_response
 from vllm_sim.http.app import App, Route
 from vllm_sim.http.cors import Cors, CorsPolicy
-from vllm_sim.http.messages import AnyResponse, HttpRequest, StreamingResponse, json_response
+from vllm_sim.http.messages import AnyResponse, HttpRequest, StreamingResponse
+from vllm_sim.transports.http.access import KeyRing, key_guard
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def build(observer: Observer) -> App:
         Route("/v1/keyed", {"POST": ok}, guard=keys),
     ]
     cors = Cors(CorsPolicy(("https://ui.example",), ("*",), ("*",), False))
-    return App(routes, max_body_bytes=100, cors=cors, observer=observer)
+    return product_app(routes, 100, cors=cors, observer=observer)
 
 
 def call(

@@ -25,16 +25,10 @@ from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.body import decode_body, json_kind
 from vllm_sim.frontend.context import ApiContext
+from vllm_sim.frontend.envelope import encode_json, json_response
 from vllm_sim.frontend.errors import http_error
 from vllm_sim.frontend.pipeline import wait_for_result
-from vllm_sim.http.messages import (
-    AnyResponse,
-    Headers,
-    HttpRequest,
-    Response,
-    encode_json,
-    json_response,
-)
+from vllm_sim.http.messages import AnyResponse, Headers, HttpRequest, Response
 
 TOKEN_ID_LIMIT = 2**32
 # Guards, not vLLM behaviour: one request must not make the server allocate gigabytes.

@@ -24,8 +24,8 @@ from vllm_sim.errors import RequestError
 from vllm_sim.frontend.capabilities import Capabilities
 from vllm_sim.frontend.context import ApiContext
 from vllm_sim.frontend.endpoint import Call, Endpoint, Options, Plan
+from vllm_sim.frontend.envelope import encode_json
 from vllm_sim.frontend.streaming import named_event
-from vllm_sim.http.messages import encode_json
 from vllm_sim.protocols.common.conversation import (
     ChatMessage,
     ContentBlock,

@@ -8,14 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from vllm_sim.http.messages import (
-    AnyResponse,
-    BodyWriter,
-    Handler,
-    HttpRequest,
-    StreamingResponse,
-    json_response,
-)
+from vllm_sim.frontend.envelope import json_response
+from vllm_sim.http.messages import AnyResponse, BodyWriter, Handler, HttpRequest, StreamingResponse
 
 # The vLLM release whose answers the simulator gives (its /version, system_fingerprint).
 VLLM_VERSION = "0.32.0"

@@ -11,8 +11,8 @@ from vllm_sim.frontend import capabilities
 from vllm_sim.frontend.context import ApiContext
 from vllm_sim.frontend.endpoint import Endpoint
 from vllm_sim.frontend.pipeline import generation_handler
-from vllm_sim.http.access import Guard, KeyRing, control_guard, key_guard
-from vllm_sim.http.app import Route
+from vllm_sim.frontend.request_rules import require_json
+from vllm_sim.http.app import Guard, Route
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest
 from vllm_sim.metrics.exposition import Exposition
 from vllm_sim.protocols.anthropic.messages import MessagesEndpoint, count_tokens
@@ -34,6 +34,7 @@ from vllm_sim.protocols.vllm.dev import pause_handlers, reset_prefix_cache_handl
 from vllm_sim.protocols.vllm.generate import GenerateEndpoint
 from vllm_sim.protocols.vllm.server_info import ServerLoad, version
 from vllm_sim.protocols.vllm.sleep import sleep_handlers
+from vllm_sim.transports.http.access import KeyRing, control_guard, cross_origin, key_guard
 
 ApiHandler = Callable[[ApiContext, HttpRequest], Awaitable[AnyResponse]]
 SyncApiHandler = Callable[[ApiContext, HttpRequest], AnyResponse]
@@ -58,6 +59,8 @@ CONTROL_PATHS = frozenset(
     }
 )
 ADMIN_PATHS = frozenset({"/admin/config", "/fake_metrics"})  # gone with --disable-admin
+# POST routes that read no JSON body, so take any Content-Type, as in vLLM.
+NO_JSON_PATHS = frozenset({"/ping", CANCEL_PATH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +87,19 @@ class Access:
         guard = self.guard(route.path, route.path.startswith("/v1/messages"))
         if guard is None:
             return route
+        if route.path in CONTROL_PATHS:
+            # Their guard refuses every cross-origin browser request: no preflight may
+            # promise one.
+            return dataclasses.replace(route, guard=guard, refuses_preflight=cross_origin)
         return dataclasses.replace(route, guard=guard)
+
+
+def json_bodies(route: Route) -> Route:
+    """vLLM refuses a POST body that is not JSON, before reading it, on every route that
+    reads one (the control routes' guard words its own refusal)."""
+    if route.path in NO_JSON_PATHS or route.path in CONTROL_PATHS:
+        return route
+    return dataclasses.replace(route, content_check=require_json)
 
 
 def generation_endpoints(responses: ResponseStore | None = None) -> list[Endpoint[Any]]:
@@ -147,7 +162,7 @@ def build_routes(
         Route("/health", {"GET": health}),
         Route("/health/ready", {"GET": readiness_handler(readiness)}),
         Route("/metrics", {"GET": metrics_handler(exposition)}),
-        Route("/ping", {"GET": health, "POST": health}, reads_json=False),  # SageMaker
+        Route("/ping", {"GET": health, "POST": health}),  # SageMaker
         Route("/version", {"GET": version}),
         Route("/load", {"GET": load.load}),
     ]
@@ -162,7 +177,7 @@ def build_routes(
         routes.append(Route("/v1/embeddings", {"POST": embed}))
     if dev_mode:  # vLLM serves these in dev mode only (VLLM_SERVER_DEV_MODE=1)
         routes += _dev_routes(ctx, sleep_mode)
-    return [access.secure(route) for route in routes]
+    return [access.secure(json_bodies(route)) for route in routes]
 
 
 def _generation_routes(ctx: ApiContext, load: ServerLoad, responses: ResponseStore) -> list[Route]:
@@ -192,7 +207,7 @@ def _generation_routes(ctx: ApiContext, load: ServerLoad, responses: ResponseSto
             error_body=endpoints["/v1/messages"].error_body,
         ),
         Route(RETRIEVE_PATH, {"GET": retrieve}),
-        Route(CANCEL_PATH, {"POST": cancel}, reads_json=False),
+        Route(CANCEL_PATH, {"POST": cancel}),
     ]
 
 

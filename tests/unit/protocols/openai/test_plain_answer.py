@@ -15,7 +15,7 @@ from tests.support.config import load
 from tests.support.exchange import exchange
 from vllm_sim.frontend import capabilities
 from vllm_sim.frontend.endpoint import Endpoint
-from vllm_sim.http.messages import encode_json
+from vllm_sim.frontend.envelope import encode_json
 from vllm_sim.protocols.openai import chat, completions
 from vllm_sim.server.build import build_instance
 

@@ -10,14 +10,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from vllm_sim.errors import RequestError
+from vllm_sim.http.app import Guard
 from vllm_sim.http.messages import Headers
-
-# (method, headers) -> the refusal, or None to go on. Header names are lower case (ASGI).
-Guard = Callable[[str, Headers], RequestError | None]
 
 UNAUTHORIZED = "Invalid or missing API key: send it as `Authorization: Bearer <key>`"
 CROSS_ORIGIN = "Cross-origin requests to control endpoints are refused"
@@ -143,8 +141,3 @@ class ControlGuard:
 
 def control_guard(keys: KeyRing | None) -> Guard:
     return ControlGuard(keys)
-
-
-def is_control(guard: Guard | None) -> bool:
-    """Whether a route is a control route, known by its guard."""
-    return isinstance(guard, ControlGuard)
