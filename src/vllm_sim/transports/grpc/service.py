@@ -29,7 +29,6 @@ from vllm_sim.frontend.endpoint import Call
 from vllm_sim.frontend.pipeline import admit
 from vllm_sim.http.app import Guard
 from vllm_sim.http.messages import Headers, HttpRequest
-from vllm_sim.transports.grpc.feeds import MAX_PENDING_EVENTS, KvEventFeed, tokenizer_archive
 from vllm_sim.proto import engine_pb2 as pb
 from vllm_sim.protocols.openai.embeddings import embedding_vector
 from vllm_sim.protocols.openai.embeddings import prefill as prefill_embedding
@@ -42,6 +41,7 @@ from vllm_sim.protocols.vllm.grpc_generate import (
     raise_failure,
     streamed,
 )
+from vllm_sim.transports.grpc.feeds import MAX_PENDING_EVENTS, KvEventFeed, tokenizer_archive
 
 SERVER_TYPE = "vllm-grpc"  # what vLLM's own gRPC server says it is
 NO_PROFILER = "profiling is not available: the simulator runs no model to profile"
