@@ -10,11 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_sim.frontend.envelope import OPENAI_DIALECT
-from vllm_sim.frontend.request_rules import require_json
 from vllm_sim.http.app import App, Route
 from vllm_sim.http.messages import BodyTooLarge, Headers, Response, StreamingResponse
 from vllm_sim.transports.http.access import ControlGuard, cross_origin
+from vllm_sim.transports.http.conventions import OPENAI_DIALECT, require_json
 
 
 @dataclass

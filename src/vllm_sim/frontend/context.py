@@ -13,10 +13,11 @@ from typing import TypeVar, TypeVarTuple
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.errors import RequestError
+from vllm_sim.frontend.access import Drain
+from vllm_sim.frontend.caller import Caller, Headers
 from vllm_sim.frontend.failures import FailureInjector
 from vllm_sim.frontend.omni import ImageEmission
 from vllm_sim.frontend.render_service import RenderService
-from vllm_sim.http.messages import Headers, HttpRequest
 
 # Bodies above this size are parsed and tokenized on the worker thread (see off_loop):
 # tokenizing 64 KiB of text takes a few milliseconds, a 4 MiB body a quarter second; a
@@ -94,6 +95,8 @@ class ApiContext:
     )
     # Where prompt token ids come from when not from `tokenizer` (--render-url).
     render_service: RenderService | None = None
+    # Set when the server stops taking new work; read by every transport's admission gate.
+    drain: Drain = field(default_factory=Drain)
     # Read on every request, so copied out of the settings once.
     # Bodies above this size are handled on the worker thread.
     worker_body_bytes: int = field(init=False)
@@ -128,7 +131,7 @@ class ApiContext:
         message = f"The model `{name}` does not exist. Valid aliases: {aliases}."
         raise RequestError(404, message, param="model")
 
-    def request_id(self, request: HttpRequest) -> str:
+    def request_id(self, request: Caller) -> str:
         """The request's id, made once: the client's X-Request-Id if it sent one (as vLLM
         does: P/D proxies send both legs of a request under one id), else a new one."""
         if request.request_id is not None:

@@ -21,9 +21,9 @@ from vllm_sim.engine.sequence import RequestStream
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.capabilities import Capabilities
 from vllm_sim.frontend.context import ApiContext
+from vllm_sim.frontend.driver import ChunkEncoder
 from vllm_sim.frontend.envelope import error_body
 from vllm_sim.frontend.render_service import RenderCall
-from vllm_sim.frontend.streaming import AnswerShape, ChunkEncoder
 from vllm_sim.frontend.transfer import KvTransferParams
 
 
@@ -141,21 +141,6 @@ class Call(Generic[B]):
     stream: RequestStream
 
 
-def answer_shape(call: Call[Any], prefix: str) -> AnswerShape:
-    """What a chat or completion answer carries beside its choices; its id is `prefix`
-    and the request id."""
-    options, settings = call.options, call.ctx.settings
-    return AnswerShape(
-        prefix + call.request_id,
-        call.model,
-        options.include_usage,
-        options.continuous_usage,
-        options.token_ids,
-        settings.system_fingerprint,
-        settings.prompt_tokens_details,
-    )
-
-
 class Endpoint(Generic[B]):
     """One generation protocol, served at `path` with the shared features `capabilities`
     allows. Subclasses set `decoder` and implement the four methods; `error_body` is
@@ -175,8 +160,8 @@ class Endpoint(Generic[B]):
         """Prompts, tools and output format; raises RequestError naming a bad field."""
         raise NotImplementedError
 
-    def chunks(self, call: Call[B]) -> ChunkEncoder:
-        """The stream framing of one request."""
+    def chunks(self, call: Call[B]) -> ChunkEncoder[Any]:
+        """The stream framing of one request, in the pieces its transport writes."""
         raise NotImplementedError
 
     def answer(self, call: Call[B]) -> dict[str, Any] | bytes:

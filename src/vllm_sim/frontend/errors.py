@@ -1,4 +1,5 @@
-"""How an engine refusal reads over HTTP: one status per refusal, on every endpoint."""
+"""How an engine refusal reads as a request's error: one status per refusal, on every
+endpoint and transport (gRPC maps the status to its own code)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ _STATUS = {
 }
 
 
-def http_error(error: EngineError) -> RequestError:
+def refusal_error(error: EngineError) -> RequestError:
     return RequestError(_STATUS[error.refusal], error.message, error.param)
 
 
@@ -23,5 +24,5 @@ def as_request_error(error: BaseException) -> RequestError:
     if isinstance(error, RequestError):
         return error
     if isinstance(error, EngineError):
-        return http_error(error)
+        return refusal_error(error)
     return RequestError(500, str(error))

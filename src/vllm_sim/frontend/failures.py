@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from vllm_sim.engine.core import prompt_too_long
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import HttpRequest
+from vllm_sim.frontend.caller import Caller
 
 RATE_LIMIT = "rate_limit"
 INVALID_API_KEY = "invalid_api_key"
@@ -75,7 +75,7 @@ def header_error(value: str) -> RequestError:
 
 
 class FailureInjector:
-    """Decides, per HTTP request, whether it fails before reaching the engine."""
+    """Decides, per request, whether it fails before reaching the engine."""
 
     def __init__(self, model: str, rng: random.Random, max_model_len: int) -> None:
         self._model = model
@@ -89,9 +89,9 @@ class FailureInjector:
         self.rate = rate
         self.types = types or ALL_TYPES
 
-    def check(self, request: HttpRequest) -> None:
+    def check(self, caller: Caller) -> None:
         """Raises the error this request must get, if any."""
-        asked = request.header(RETURN_ERROR_HEADER)
+        asked = caller.header(RETURN_ERROR_HEADER)
         if asked:
             raise header_error(asked)
         if self.rate and self._rng.randint(1, 100) <= self.rate:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import random
 
+from vllm_sim.frontend.caller import Caller
 from vllm_sim.frontend.request_rules import header_flag
-from vllm_sim.http.messages import HttpRequest
 
 IMAGE_URL = (
     "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QD"
@@ -30,9 +30,9 @@ class ImageEmission:
         self.rate = 0
         self._rng = rng
 
-    def wants_image(self, request: HttpRequest) -> bool:
+    def wants_image(self, caller: Caller) -> bool:
         if not self.enabled:
             return False
-        if header_flag(request, SEND_IMAGE_HEADER):
+        if header_flag(caller, SEND_IMAGE_HEADER):
             return True
         return self.rate > 0 and self._rng.randint(1, 100) <= self.rate

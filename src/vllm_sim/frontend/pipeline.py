@@ -1,9 +1,10 @@
-"""The one request path of every generation endpoint.
+"""The one request path of every generation endpoint, whatever carried the request.
 
 decode -> failure injection -> request id -> model -> common knobs -> the protocol's plan
 -> admission -> stream or wait -> answer. Each step runs in this order whatever the
-protocol, so the same mistake is reported the same way on every API, and a feature shared
-by several endpoints is applied here once, as the capability table says.
+protocol and the transport, so the same mistake is reported the same way on every API,
+and a feature shared by several endpoints is applied here once, as the capability table
+says. Refusals are RequestErrors; each transport says them its own way.
 """
 
 from __future__ import annotations
@@ -12,67 +13,41 @@ import time
 from typing import Any
 
 from vllm_sim.engine.content import ECHO
-from vllm_sim.engine.errors import EngineError, RequestAborted
+from vllm_sim.engine.errors import EngineError
 from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import RequestStream
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.body import decode_body
+from vllm_sim.frontend.caller import Caller
 from vllm_sim.frontend.context import ApiContext
+from vllm_sim.frontend.driver import ChunkEncoder, wait_for_result
 from vllm_sim.frontend.endpoint import B, Call, Endpoint, Options, Plan
 from vllm_sim.frontend.envelope import encode_json
-from vllm_sim.frontend.errors import http_error
-from vllm_sim.frontend.streaming import sse_events
+from vllm_sim.frontend.errors import refusal_error
 from vllm_sim.frontend.transfer import cache_threshold_forced, prefill_answer
-from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response, StreamingResponse
 
 
-def generation_handler(ctx: ApiContext, endpoint: Endpoint[Any]) -> Handler:
-    """The HTTP handler of one generation endpoint. An error answer carries the request id
-    and pod headers too, in the envelope of the endpoint's API."""
-
-    async def handle(request: HttpRequest) -> AnyResponse:
-        try:
-            return await serve(ctx, endpoint, request)
-        except RequestError as error:
-            headers = ctx.response_headers(ctx.request_id(request))
-            return Response(error.status, endpoint.error_body(error), headers=headers)
-        except RequestAborted:
-            # The client is gone; nginx's 499 names that, and nobody will read it.
-            return Response(499, b"")
-
-    return handle
-
-
-async def serve(ctx: ApiContext, endpoint: Endpoint[B], request: HttpRequest) -> AnyResponse:
-    call, generation = await admit(ctx, endpoint, request)
-    stream, options = call.stream, call.options
-    headers = ctx.response_headers(call.request_id)
-    if options.stream:
-        encoder = endpoint.chunks(call)
-        return StreamingResponse(sse_events(stream, request, encoder), headers=headers)
-    await wait_for_result(stream, request)
-    if _answer_size(stream, options) <= INLINE_ANSWER_SIZE:
-        encoded = _answer_body(endpoint, call, generation)
-    else:
-        encoded = await ctx.off_loop(_answer_body, endpoint, call, generation)
-    return Response(200, encoded, headers=headers)
+async def serve(
+    ctx: ApiContext, endpoint: Endpoint[B], caller: Caller, raw: bytes
+) -> tuple[Call[B], bytes | ChunkEncoder[Any]]:
+    """Runs a request given as its body's bytes: the admitted call, and its whole answer
+    once done, or, for a stream, the encoder its transport drives."""
+    body = decode_body(raw, endpoint.decoder)
+    call, generation = await admit(ctx, endpoint, caller, body, len(raw))
+    if call.options.stream:
+        return call, endpoint.chunks(call)
+    await wait_for_result(call.stream, caller)
+    return call, await whole_answer(call, endpoint, generation)
 
 
 async def admit(
-    ctx: ApiContext,
-    endpoint: Endpoint[B],
-    request: HttpRequest,
-    decoded: tuple[B, int] | None = None,
+    ctx: ApiContext, endpoint: Endpoint[B], caller: Caller, body: B, size: int
 ) -> tuple[Call[B], GenerationRequest]:
     """Every step up to the engine's admission, whatever the transport: the call, its
-    stream running, and what was submitted. A refusal raises RequestError. `decoded` is
-    the body and its size on the wire when the transport parsed it already (gRPC)."""
-    if decoded is None:
-        body, size = decode_body(request.body, endpoint.decoder), len(request.body)
-    else:
-        body, size = decoded
-    ctx.failures.check(request)
-    request_id = ctx.request_id(request)
+    stream running, and what was submitted. A refusal raises RequestError. `size` is the
+    body's size on the wire: a large one is planned off the event loop."""
+    ctx.failures.check(caller)
+    request_id = ctx.request_id(caller)
     model = ctx.resolve_model(body.model)
     options = endpoint.options(body)
     check_options(options)
@@ -88,17 +63,26 @@ async def admit(
         raise RequestError(400, "The request is nested too deeply") from None
     if plan.render is not None and ctx.render_service is not None:
         await ctx.render_service.resolve(plan.prompts, plan.render)
-    generation = _generation_request(ctx, endpoint, request, request_id, model, options, plan)
+    generation = _generation_request(ctx, endpoint, caller, request_id, model, options, plan)
     try:
         stream = ctx.engine.submit(generation)
     except EngineError as error:
-        raise http_error(error) from None
+        raise refusal_error(error) from None
     return Call(ctx, request_id, model, body, options, stream), generation
 
 
 # Output tokens (each logprob alternative counted) above which an answer is not built on
 # the event loop: ~1 us each, so a few milliseconds' worth at most.
 INLINE_ANSWER_SIZE = 4096
+
+
+async def whole_answer(
+    call: Call[B], endpoint: Endpoint[B], generation: GenerationRequest
+) -> bytes:
+    """The encoded answer of a finished request; a large one is built off the loop."""
+    if _answer_size(call.stream, call.options) <= INLINE_ANSWER_SIZE:
+        return _answer_body(endpoint, call, generation)
+    return await call.ctx.off_loop(_answer_body, endpoint, call, generation)
 
 
 def _answer_size(stream: RequestStream, options: Options) -> int:
@@ -155,7 +139,7 @@ def _plan(ctx: ApiContext, endpoint: Endpoint[B], body: B) -> Plan:
 def _generation_request(
     ctx: ApiContext,
     endpoint: Endpoint[B],
-    request: HttpRequest,
+    caller: Caller,
     request_id: str,
     model: str,
     options: Options,
@@ -171,14 +155,14 @@ def _generation_request(
         max_tokens=options.max_tokens,
         ignore_eos=options.ignore_eos,
         arrival_time=int(time.time()),
-        received=request.received,
-        with_image=features.omni_image and ctx.images.wants_image(request),
+        received=caller.received,
+        with_image=features.omni_image and ctx.images.wants_image(caller),
         tools=plan.tools,
         json_output=plan.json_output,
         do_remote_prefill=transfer is not None and transfer.do_remote_prefill,
         do_remote_decode=transfer is not None and transfer.do_remote_decode,
         cache_hit_threshold=options.cache_hit_threshold if features.cache_hit_threshold else None,
-        force_cache_threshold=features.threshold_header and cache_threshold_forced(request),
+        force_cache_threshold=features.threshold_header and cache_threshold_forced(caller),
         max_tokens_field=options.max_tokens_field,
         logprobs=options.logprobs,
         stops=options.stops,
@@ -186,19 +170,3 @@ def _generation_request(
         greedy=options.greedy,
         prompt_logprobs=options.prompt_logprobs,
     )
-
-
-async def wait_for_result(stream: RequestStream, request: HttpRequest) -> None:
-    """Waits for a whole non-streaming request; the client leaving aborts it."""
-    if not stream.done:
-        stop_watching = request.on_disconnect(stream.abort)
-        try:
-            await stream.wait_done()
-        finally:
-            stop_watching()
-            stream.abort()
-    error = stream.error
-    if isinstance(error, EngineError):
-        raise http_error(error)
-    if error is not None:
-        raise error

@@ -15,8 +15,8 @@ from typing import Any
 import msgspec
 
 from vllm_sim.engine.sequence import Sequence
+from vllm_sim.frontend.caller import Caller
 from vllm_sim.frontend.request_rules import header_flag
-from vllm_sim.http.messages import HttpRequest
 
 CACHE_THRESHOLD_HEADER = b"x-cache-threshold-finish-reason"
 NIXL_SIDE_CHANNEL_PORT = 5600  # vLLM's default VLLM_NIXL_SIDE_CHANNEL_PORT
@@ -33,9 +33,9 @@ class KvTransferParams(msgspec.Struct):
     tp_size: int | None = None
 
 
-def cache_threshold_forced(request: HttpRequest) -> bool:
+def cache_threshold_forced(caller: Caller) -> bool:
     """X-Cache-Threshold-Finish-Reason as Go parses a bool (other values: no effect)."""
-    return header_flag(request, CACHE_THRESHOLD_HEADER)
+    return header_flag(caller, CACHE_THRESHOLD_HEADER)
 
 
 def prefill_answer(seq: Sequence, host: str, block_size: int) -> dict[str, Any]:

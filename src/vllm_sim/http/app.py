@@ -42,8 +42,6 @@ class Route:
     # (`/items/{item_id}`); the handler reads the value from `request.path`.
     path: str
     methods: dict[str, Handler]
-    # Routes that start new work refuse it while the server drains for shutdown.
-    refuses_when_draining: bool = False
     # Who may call it; runs before the body is read. None: anyone.
     guard: Guard | None = None
     # The envelope of every error answered on this route (and on unknown paths below it),
@@ -101,7 +99,6 @@ class App:
             (route.path.split("/"), route) for route in routes if _is_pattern(route.path)
         ]
         self.max_body_bytes = max_body_bytes
-        self.draining = False
         self._cors = cors or Cors()  # no other origin is allowed unless configured
         self._observer = observer
 
@@ -163,8 +160,6 @@ class App:
         except BodyTooLarge:
             error = RequestError(413, self.dialect.too_large(self.max_body_bytes))
             return self._error(route, error, [(b"connection", b"close")]), True
-        if self.draining and route.refuses_when_draining:
-            return self._error(route, RequestError(503, "server is shutting down")), True
         request = HttpRequest(
             method,
             exchange.path,

@@ -18,8 +18,8 @@ from vllm_sim.engine.kvcache.events import KvEventPublisher, offset_endpoint, to
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.steps import StepEngine
 from vllm_sim.engine.tokenizer import SimulatedTokenizer, Tokenizer
+from vllm_sim.frontend.access import Drain
 from vllm_sim.frontend.context import ApiContext, RequestIds
-from vllm_sim.frontend.envelope import OPENAI_DIALECT
 from vllm_sim.frontend.failures import FailureInjector
 from vllm_sim.frontend.omni import ImageEmission
 from vllm_sim.frontend.render_service import RenderService
@@ -49,6 +49,7 @@ from vllm_sim.server.control import LiveConfig
 from vllm_sim.server.dataset_setup import load_dataset
 from vllm_sim.server.grpc_server import GrpcServer
 from vllm_sim.transports.grpc.service import GrpcState
+from vllm_sim.transports.http.conventions import OPENAI_DIALECT
 from vllm_sim.transports.http.routes import Access, build_routes
 
 MB = 1024 * 1024
@@ -62,6 +63,7 @@ class Instance:
     port: int
     app: App
     engine: Engine
+    drain: Drain  # set once the server stops taking new work
     readiness: Readiness
     control: LiveConfig
     # Started with the server, cancelled when it stops (fake-metric generators).
@@ -130,8 +132,8 @@ def build_instance(
         observer=http_metrics.record,
         dialect=OPENAI_DIALECT,
     )
-    grpc = None if cfg.mm_encoder_only else _grpc(cfg, rank, ctx, app, access)
-    return Instance(cfg, port, app, engine, readiness, control, background, grpc)
+    grpc = None if cfg.mm_encoder_only else _grpc(cfg, rank, ctx, access)
+    return Instance(cfg, port, app, engine, ctx.drain, readiness, control, background, grpc)
 
 
 def _api_context(
@@ -152,19 +154,17 @@ def _api_context(
     )
 
 
-def _grpc(
-    cfg: Config, rank: int, ctx: ApiContext, app: App, access: Access
-) -> Callable[[float], GrpcServer]:
+def _grpc(cfg: Config, rank: int, ctx: ApiContext, access: Access) -> Callable[[float], GrpcServer]:
     """The gRPC side, made on the running event loop given the start time."""
-    guard = access.guard(GENERATE_PATH)
+    gate = access.gate(ctx.drain, GENERATE_PATH)
     engine = ctx.engine
     # --grpc-port: a port of gRPC alone as well, one per rank as --port's.
     extra_port = None if cfg.grpc_port is None else (cfg.host, cfg.grpc_port + rank)
 
     def grpc(started: float) -> GrpcServer:
         state = GrpcState(
-            guard,
-            lambda: app.draining,
+            gate,
+            ctx.drain,
             lambda: bool(engine.asleep),
             started,
             rank,

@@ -23,12 +23,8 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from vllm_sim.frontend.context import ApiContext
 from vllm_sim.protocols.vllm.grpc_generate import SERVICE
-from vllm_sim.transports.grpc.service import (
-    Context,
-    GrpcState,
-    VllmEngineServicer,
-    engine_handler,
-)
+from vllm_sim.transports.grpc.caller import Context
+from vllm_sim.transports.grpc.service import GrpcState, VllmEngineServicer, engine_handler
 
 log = logging.getLogger("vllm_sim")
 
@@ -53,7 +49,7 @@ class _Health(health.aio.HealthServicer):
     ) -> health_pb2.HealthCheckResponse:
         if request.service not in ("", SERVICE, HEALTH):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service}")
-        serving = not (self._state.draining() or self._state.sleeping())
+        serving = not (self._state.drain.active or self._state.sleeping())
         status = health_pb2.HealthCheckResponse.SERVING
         return health_pb2.HealthCheckResponse(
             status=status if serving else health_pb2.HealthCheckResponse.NOT_SERVING

@@ -135,7 +135,7 @@ class SimulatorServer:
             os._exit(1)
         self._first_signal = now
         log.info("%s received: draining in-flight requests", signal.Signals(sig).name)
-        self._instance.app.draining = True
+        self._instance.drain.active = True
         self._drain_task = asyncio.get_running_loop().create_task(self._drain())
 
     async def _drain(self) -> None:

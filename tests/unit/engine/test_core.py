@@ -22,7 +22,7 @@ from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 from vllm_sim.errors import RequestError
-from vllm_sim.frontend.errors import http_error
+from vllm_sim.frontend.errors import refusal_error
 
 MS = 1_000_000
 
@@ -78,7 +78,7 @@ def refusal(engine: Engine, req: GenerationRequest, kind: Refusal) -> RequestErr
     with pytest.raises(EngineError) as info:
         engine.submit(req)
     assert info.value.refusal is kind
-    return http_error(info.value)
+    return refusal_error(info.value)
 
 
 def queue_full(engine: Engine, req: GenerationRequest) -> RequestError:
@@ -490,7 +490,7 @@ class FaultyObserver(EngineObserver):
 def assert_internal(stream: RequestStream) -> None:
     assert isinstance(stream.error, EngineError)
     assert stream.error.refusal is Refusal.INTERNAL
-    error = http_error(stream.error)
+    error = refusal_error(stream.error)
     assert error.status == 500
 
 

@@ -12,12 +12,12 @@ from typing import Any
 import h11
 import pytest
 
-from vllm_sim.frontend.envelope import OPENAI_DIALECT
 from vllm_sim.http.connection import HttpConnection
 from vllm_sim.http.exchange import Cycle
 from vllm_sim.http.limits import ConnectionLimits, Phase
 from vllm_sim.http.messages import READY, BodyTooLarge, Response, StreamingResponse
 from vllm_sim.http.server import HttpServer
+from vllm_sim.transports.http.conventions import OPENAI_DIALECT
 
 
 class RecordingTransport(asyncio.Transport):

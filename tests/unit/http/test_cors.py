@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support.exchange import call_app, product_app
-from vllm_sim.frontend.envelope import json_response
+from vllm_sim.frontend.access import KeyRing, key_guard
 from vllm_sim.http.app import App, Route
 from vllm_sim.http.cors import Cors, CorsPolicy
 from vllm_sim.http.messages import AnyResponse, HttpRequest, Response
-from vllm_sim.transports.http.access import KeyRing, control_guard, key_guard
+from vllm_sim.protocols.common.answers import json_response
+from vllm_sim.transports.http.access import control_guard
 
 SITE = b"https://ui.example"
 OTHER = b"https://evil.example"

@@ -10,10 +10,11 @@ from typing import Any
 
 from tests.support.exchange import call_app, exchange, product_app
 from vllm_sim.errors import RequestError
-from vllm_sim.frontend.envelope import json_response
+from vllm_sim.frontend.access import AdmissionGate, Drain, KeyRing, key_guard
 from vllm_sim.http.app import App, Route
 from vllm_sim.http.messages import AnyResponse, HttpRequest
-from vllm_sim.transports.http.access import KeyRing, control_guard, cross_origin, key_guard
+from vllm_sim.protocols.common.answers import json_response
+from vllm_sim.transports.http.access import control_guard, cross_origin
 
 
 def custom(error: RequestError) -> bytes:
@@ -45,7 +46,7 @@ def call(
 
 def app(guard: Any = None) -> App:
     routes = [
-        Route("/anth", {"POST": ok}, True, guard, custom),
+        Route("/anth", {"POST": ok}, guard, custom),
         Route("/anth/broken", {"POST": broken}, error_body=custom),
         Route("/plain", {"POST": broken}),
     ]
@@ -68,8 +69,15 @@ def test_405_413_503_and_404_below_the_route() -> None:
     assert call(server, "POST", "/anth", b"x" * 11, too_big)[1]["error"] == {"status": 413}
     assert call(server, "POST", "/anth/nope")[1]["error"] == {"status": 404}
     assert "message" in call(server, "POST", "/elsewhere")[1]["error"]  # OpenAI's
-    server.draining = True
-    assert call(server, "POST", "/anth")[1]["error"] == {"status": 503}
+
+
+def test_a_guards_refusal_is_worded_in_the_routes_envelope() -> None:
+    drain = Drain()
+    server = app(AdmissionGate(drain))
+    assert call(server, "POST", "/anth")[0] == 200
+    drain.active = True
+    status, body, read = call(server, "POST", "/anth", b"{}")
+    assert (status, body, read) == (503, {"type": "error", "error": {"status": 503}}, False)
 
 
 def test_the_guard_runs_before_the_body_is_read() -> None:

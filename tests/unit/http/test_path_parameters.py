@@ -6,9 +6,9 @@ from __future__ import annotations
 from tests.support.exchange import product_app
 from tests.unit.http.test_kernel_errors import call
 from vllm_sim.errors import RequestError
-from vllm_sim.frontend.envelope import json_response
 from vllm_sim.http.app import App, Route, path_parameter
 from vllm_sim.http.messages import AnyResponse, Headers, HttpRequest
+from vllm_sim.protocols.common.answers import json_response
 
 ITEM = "/v1/things/{thing_id}"
 CANCEL = "/v1/things/{thing_id}/cancel"

@@ -10,11 +10,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from tests.support.exchange import call_app, product_app
-from vllm_sim.frontend.envelope import json_response
+from vllm_sim.frontend.access import KeyRing, key_guard
 from vllm_sim.http.app import App, Route
 from vllm_sim.http.cors import Cors, CorsPolicy
 from vllm_sim.http.messages import AnyResponse, HttpRequest, StreamingResponse
-from vllm_sim.transports.http.access import KeyRing, key_guard
+from vllm_sim.protocols.common.answers import json_response
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,8 @@ from vllm_sim.errors import RequestError
 from vllm_sim.frontend.body import decode_body
 from vllm_sim.frontend.context import ApiContext
 from vllm_sim.frontend.endpoint import Call, Endpoint, Options, Plan
-from vllm_sim.frontend.envelope import json_response
-from vllm_sim.frontend.streaming import named_event
 from vllm_sim.http.messages import AnyResponse, HttpRequest
+from vllm_sim.protocols.common.answers import json_response
 from vllm_sim.protocols.common.conversation import (
     ChatMessage,
     ContentBlock,
@@ -35,6 +34,7 @@ from vllm_sim.protocols.common.conversation import (
     read_conversation,
     render,
 )
+from vllm_sim.protocols.common.encoding import named_event
 from vllm_sim.protocols.common.tools import (
     Tool,
     ToolChoice,

@@ -13,29 +13,24 @@ from vllm_sim.engine.request import JsonPlan, Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.context import ApiContext
-from vllm_sim.frontend.endpoint import (
-    Call,
-    Endpoint,
-    Options,
-    Plan,
-    answer_shape,
-)
+from vllm_sim.frontend.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.frontend.omni import image_block
-from vllm_sim.frontend.streaming import (
+from vllm_sim.protocols.common.conversation import (
+    ChatMessage,
+    mm_features,
+    read_conversation,
+    render,
+)
+from vllm_sim.protocols.common.encoding import (
     AnswerShape,
     OpenAIChunks,
+    answer_shape,
     encoded_choices,
     json_str,
     openai_object,
     plain_object,
     plain_sequence,
     plain_template,
-)
-from vllm_sim.protocols.common.conversation import (
-    ChatMessage,
-    mm_features,
-    read_conversation,
-    render,
 )
 from vllm_sim.protocols.common.logprobs import ChatLogprobs, check_logprobs_count, prompt_logprobs
 from vllm_sim.protocols.common.sampling import ChatSampling, sampling_options

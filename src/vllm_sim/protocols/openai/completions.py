@@ -12,16 +12,11 @@ from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.body import PARSE_ERROR_PREFIX
 from vllm_sim.frontend.context import ApiContext
-from vllm_sim.frontend.endpoint import (
-    Call,
-    Endpoint,
-    Options,
-    Plan,
-    answer_shape,
-)
-from vllm_sim.frontend.streaming import (
+from vllm_sim.frontend.endpoint import Call, Endpoint, Options, Plan
+from vllm_sim.protocols.common.encoding import (
     AnswerShape,
     OpenAIChunks,
+    answer_shape,
     encoded_choices,
     json_str,
     openai_object,

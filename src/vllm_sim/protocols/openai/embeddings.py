@@ -24,11 +24,13 @@ from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.tokenizer import Tokenizer
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.body import decode_body, json_kind
+from vllm_sim.frontend.caller import Caller
 from vllm_sim.frontend.context import ApiContext
-from vllm_sim.frontend.envelope import encode_json, json_response
-from vllm_sim.frontend.errors import http_error
-from vllm_sim.frontend.pipeline import wait_for_result
+from vllm_sim.frontend.driver import wait_for_result
+from vllm_sim.frontend.envelope import encode_json
+from vllm_sim.frontend.errors import refusal_error
 from vllm_sim.http.messages import AnyResponse, Headers, HttpRequest, Response
+from vllm_sim.protocols.common.answers import json_response
 
 TOKEN_ID_LIMIT = 2**32
 # Guards, not vLLM behaviour: one request must not make the server allocate gigabytes.
@@ -204,7 +206,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
 
 async def prefill(
     ctx: ApiContext,
-    request: HttpRequest,
+    caller: Caller,
     request_id: str,
     model: str,
     sequences: list[list[int]],
@@ -216,14 +218,14 @@ async def prefill(
         prompts=[Prompt(ids) for ids in sequences],
         max_tokens=0,
         arrival_time=int(time.time()),
-        received=request.received,
+        received=caller.received,
         pooling=True,
     )
     try:
         stream = ctx.engine.submit(pooling)
     except EngineError as error:
-        raise http_error(error) from None
-    await wait_for_result(stream, request)
+        raise refusal_error(error) from None
+    await wait_for_result(stream, caller)
 
 
 def _check_size(sequences: list[list[int]], dimensions: int) -> None:

@@ -6,8 +6,8 @@ import hashlib
 import time
 
 from vllm_sim.frontend.context import ApiContext
-from vllm_sim.frontend.envelope import json_response
 from vllm_sim.http.messages import AnyResponse, HttpRequest
+from vllm_sim.protocols.common.answers import json_response
 
 
 async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:

@@ -25,7 +25,6 @@ from vllm_sim.frontend.capabilities import Capabilities
 from vllm_sim.frontend.context import ApiContext
 from vllm_sim.frontend.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.frontend.envelope import encode_json
-from vllm_sim.frontend.streaming import named_event
 from vllm_sim.protocols.common.conversation import (
     ChatMessage,
     ContentBlock,
@@ -38,6 +37,7 @@ from vllm_sim.protocols.common.conversation import (
     read_conversation,
     render,
 )
+from vllm_sim.protocols.common.encoding import named_event
 from vllm_sim.protocols.common.logprobs import ChatLogprobs, check_logprobs_count
 from vllm_sim.protocols.common.tools import (
     parse_tool_choice,

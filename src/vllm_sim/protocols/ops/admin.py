@@ -11,8 +11,8 @@ import json
 from typing import Any, Protocol
 
 from vllm_sim.errors import RequestError
-from vllm_sim.frontend.envelope import json_response
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response
+from vllm_sim.protocols.common.answers import json_response
 
 FAKE_METRICS_PREFIX = "Failed to update fake metrics: "
 

@@ -10,8 +10,8 @@ from urllib.parse import parse_qs
 
 from vllm_sim.engine.core import Engine, PauseMode
 from vllm_sim.errors import RequestError
-from vllm_sim.frontend.envelope import json_response
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response
+from vllm_sim.protocols.common.answers import json_response
 
 _PAUSE_MODES: dict[str, PauseMode] = {"abort": "abort", "wait": "wait", "keep": "keep"}
 # Query booleans as vLLM's parameter parsing reads them.

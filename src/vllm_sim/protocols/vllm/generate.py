@@ -15,9 +15,9 @@ from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.context import ApiContext
 from vllm_sim.frontend.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
-from vllm_sim.frontend.streaming import OpenAIStreamErrors, json_str
 from vllm_sim.frontend.transfer import KvTransferParams
 from vllm_sim.frontend.usage import usage_of
+from vllm_sim.protocols.common.encoding import OpenAIStreamErrors, json_str
 from vllm_sim.protocols.common.sampling import EngineSampling, check_sampling
 
 TokenId = Annotated[int, msgspec.Meta(ge=0, lt=2**32)]

@@ -1,16 +1,15 @@
 """The Generate RPC's messages in the pipeline's terms: a GenerateRequest parsed into the
 body the one pipeline runs (sampling params, token ids or text, P/D transfer params), and
-the answers encoded as the contract's messages (a chunk per token, then the closing one).
+the answers encoded as the contract's messages (a chunk per token, then the closing one),
+which the one token driver writes as it writes every other protocol's stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
 
-from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.generation.logprobs import token_logprob, top_alternatives
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
@@ -18,7 +17,6 @@ from vllm_sim.errors import RequestError
 from vllm_sim.frontend.capabilities import GENERATE
 from vllm_sim.frontend.context import ApiContext
 from vllm_sim.frontend.endpoint import Call, Endpoint, OpenAIBody, Options, Plan
-from vllm_sim.frontend.errors import as_request_error
 from vllm_sim.frontend.transfer import KvTransferParams, prefill_answer
 from vllm_sim.proto import engine_pb2 as pb
 from vllm_sim.protocols.common.logprobs import check_logprobs_count
@@ -135,21 +133,25 @@ class GrpcGenerateEndpoint(Endpoint[GrpcGenerateBody]):
             raise RequestError(400, "The decoder prompt cannot be empty", "text")
         return Plan([Prompt(ids, text)])
 
+    def chunks(self, call: Call[GrpcGenerateBody]) -> GenerateChunks:
+        return GenerateChunks(call)
 
-async def streamed(call: Call[GrpcGenerateBody]) -> AsyncIterator[pb.GenerateResponse]:
-    """One chunk per token as the engine releases it, then the closing message."""
-    stream = call.stream
-    seq = stream.sequences[0]
-    logprobs = _Logprobs(call) if call.options.logprobs is not None else None
-    while True:
-        if not stream.has_news():
-            await stream.notification()
-            continue
-        raise_failure(stream)
-        ids = seq.output_ids
-        while seq.sent < seq.emitted:
-            index = seq.sent
-            seq.sent += 1
+
+class GenerateChunks:
+    """Generate's stream framing: one chunk message per token, then the closing message.
+    A call that fails after it began ends with a status, not a message: `error` raises."""
+
+    def __init__(self, call: Call[GrpcGenerateBody]) -> None:
+        self._call = call
+        self._logprobs = _Logprobs(call) if call.options.logprobs is not None else None
+
+    def opening(self, seq: Sequence) -> Messages:
+        return []
+
+    def tokens(self, seq: Sequence, start: int, end: int) -> Messages:
+        ids, logprobs = seq.output_ids, self._logprobs
+        messages = []
+        for index in range(start, end):
             chunk = pb.GenerateStreamChunk(
                 token_ids=[ids[index]],
                 prompt_tokens=seq.prompt_tokens,
@@ -158,11 +160,20 @@ async def streamed(call: Call[GrpcGenerateBody]) -> AsyncIterator[pb.GenerateRes
             )
             if logprobs is not None:
                 chunk.output_logprobs.CopyFrom(logprobs.of(seq, index, index + 1))
-            yield pb.GenerateResponse(chunk=chunk)
-        if stream.done:
-            raise_failure(stream)
-            yield complete(call, whole=False)
-            return
+            messages.append(pb.GenerateResponse(chunk=chunk))
+        return messages
+
+    def finish(self, seq: Sequence) -> Messages:
+        return []
+
+    def closing(self, stream: RequestStream) -> Messages:
+        return [complete(self._call, whole=False)]
+
+    def error(self, error: RequestError) -> Messages:
+        raise error
+
+
+Messages = list[pb.GenerateResponse]
 
 
 def complete(call: Call[GrpcGenerateBody], whole: bool) -> pb.GenerateResponse:
@@ -220,12 +231,3 @@ class _Logprobs:
     def _id_of(self, piece: str) -> int:
         encoded = self._tokenizer.encode(piece, False)
         return encoded[0] if encoded else 0
-
-
-def raise_failure(stream: RequestStream) -> None:
-    error = stream.error
-    if error is None:
-        return
-    if isinstance(error, RequestAborted):
-        raise error
-    raise as_request_error(error)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from vllm_sim.frontend.envelope import json_response
 from vllm_sim.http.messages import AnyResponse, BodyWriter, Handler, HttpRequest, StreamingResponse
+from vllm_sim.protocols.common.answers import json_response
 
 # The vLLM release whose answers the simulator gives (its /version, system_fingerprint).
 VLLM_VERSION = "0.32.0"

@@ -13,8 +13,8 @@ from urllib.parse import parse_qs
 
 from vllm_sim.engine.core import Asleep, Engine
 from vllm_sim.errors import RequestError
-from vllm_sim.frontend.envelope import json_response
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response
+from vllm_sim.protocols.common.answers import json_response
 
 _TAGS = {part.value: part for part in Asleep}
 

@@ -9,8 +9,8 @@ import msgspec
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.body import decode_body
 from vllm_sim.frontend.context import ApiContext
-from vllm_sim.frontend.envelope import json_response
 from vllm_sim.http.messages import AnyResponse, HttpRequest
+from vllm_sim.protocols.common.answers import json_response
 from vllm_sim.protocols.common.conversation import ChatMessage, read_conversation, render
 
 

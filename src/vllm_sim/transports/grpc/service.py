@@ -12,6 +12,7 @@ by id, frees its slot at once).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -24,23 +25,21 @@ from google.protobuf.message import DecodeError
 from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.sequence import RequestStream
 from vllm_sim.errors import RequestError
+from vllm_sim.frontend.access import SHUTTING_DOWN, Check, Drain
 from vllm_sim.frontend.context import ApiContext
+from vllm_sim.frontend.driver import Sink, drive, wait_for_result
 from vllm_sim.frontend.endpoint import Call
 from vllm_sim.frontend.pipeline import admit
-from vllm_sim.http.app import Guard
-from vllm_sim.http.messages import Headers, HttpRequest
 from vllm_sim.proto import engine_pb2 as pb
 from vllm_sim.protocols.openai.embeddings import embedding_vector
 from vllm_sim.protocols.openai.embeddings import prefill as prefill_embedding
 from vllm_sim.protocols.vllm.grpc_generate import (
-    GENERATE_PATH,
     GrpcGenerateBody,
     GrpcGenerateEndpoint,
     body_of,
     complete,
-    raise_failure,
-    streamed,
 )
+from vllm_sim.transports.grpc.caller import Context, GrpcCaller
 from vllm_sim.transports.grpc.feeds import MAX_PENDING_EVENTS, KvEventFeed, tokenizer_archive
 
 SERVER_TYPE = "vllm-grpc"  # what vLLM's own gRPC server says it is
@@ -65,10 +64,6 @@ _STATUS: dict[int, grpc.StatusCode] = {
 }
 
 
-# A call's context; the servicer reads its metadata and ends it with a status.
-Context = grpc.aio.ServicerContext[Any, Any]
-
-
 def grpc_status(http_status: int) -> grpc.StatusCode:
     return _STATUS.get(http_status, grpc.StatusCode.UNKNOWN)
 
@@ -77,8 +72,8 @@ def grpc_status(http_status: int) -> grpc.StatusCode:
 class GrpcState:
     """What the servicer reads of the server beyond the pipeline's context."""
 
-    guard: Guard | None  # the API keys, checked against the call's metadata
-    draining: Callable[[], bool]
+    gate: Check  # the admission gate of generation: API keys, then the drain
+    drain: Drain
     sleeping: Callable[[], bool]
     started: float  # time.monotonic() at start-up
     rank: int = 0  # this instance's data-parallel rank
@@ -99,24 +94,24 @@ class VllmEngineServicer:
 
     # -- Generate --
 
-    async def Generate(
-        self, request: pb.GenerateRequest, context: Context
-    ) -> AsyncIterator[pb.GenerateResponse]:
+    async def Generate(self, request: pb.GenerateRequest, context: Context) -> None:
         self._last_receive = time.time()
+        caller = GrpcCaller(context, request.request_id)
         try:
-            call = await self._admit(request, context)
+            call = await self._admit(request, caller)
         except RequestError as error:
             await context.abort(grpc_status(error.status), error.message)
         stream, request_id = call.stream, call.request_id
         self._running[request_id] = stream
         try:
             if call.options.stream:
-                async for message in streamed(call):
-                    yield message
+                chunks = self._endpoint.chunks(call)
+                await drive(stream, caller, chunks, _message_sink(context), push=False)
+                if isinstance(stream.error, RequestAborted):
+                    raise stream.error
             else:
-                await stream.wait_done()
-                raise_failure(stream)
-                yield complete(call, whole=True)
+                await wait_for_result(stream, caller)
+                await context.write(complete(call, whole=True))
         except RequestError as error:
             await context.abort(grpc_status(error.status), error.message)
         except RequestAborted:
@@ -126,9 +121,14 @@ class VllmEngineServicer:
                 del self._running[request_id]
             stream.abort()  # a cancelled call frees its slot at once; a no-op once done
 
-    async def _admit(self, request: pb.GenerateRequest, context: Context) -> Call[GrpcGenerateBody]:
+    async def _admit(
+        self, request: pb.GenerateRequest, caller: GrpcCaller
+    ) -> Call[GrpcGenerateBody]:
+        """The pipeline's admission, after the gate every generation request passes."""
         state = self._state
-        http = self._http_request(context, request.request_id)
+        refusal = state.gate("POST", caller.headers)
+        if refusal is not None:
+            raise refusal
         if request.HasField("data_parallel_rank") and request.data_parallel_rank != state.rank:
             message = (
                 f"data_parallel_rank {request.data_parallel_rank} is not served here "
@@ -138,23 +138,8 @@ class VllmEngineServicer:
         body = body_of(request)
         if request.request_id in self._running:
             raise RequestError(409, f"request already exists for id {request.request_id}")
-        call, _ = await admit(self._ctx, self._endpoint, http, (body, request.ByteSize()))
+        call, _ = await admit(self._ctx, self._endpoint, caller, body, request.ByteSize())
         return call
-
-    def _http_request(self, context: Context, request_id: str) -> HttpRequest:
-        """The call as the pipeline reads a request: its metadata as headers, its id as
-        X-Request-Id. Refuses it while the server drains, or without an accepted key."""
-        state = self._state
-        if state.draining():
-            raise RequestError(503, "server is shutting down")
-        headers = _headers(context)
-        if state.guard is not None:
-            refusal = state.guard("POST", headers)
-            if refusal is not None:
-                raise refusal
-        if request_id:
-            headers.append((b"x-request-id", request_id.encode()))
-        return HttpRequest("POST", GENERATE_PATH, b"", headers, b"", _no_watch, 0)
 
     # -- the other RPCs --
 
@@ -168,8 +153,8 @@ class VllmEngineServicer:
     async def HealthCheck(
         self, request: pb.HealthCheckRequest, context: Context
     ) -> pb.HealthCheckResponse:
-        if self._state.draining():
-            return pb.HealthCheckResponse(healthy=False, message="server is shutting down")
+        if self._state.drain.active:
+            return pb.HealthCheckResponse(healthy=False, message=SHUTTING_DOWN)
         if self._state.sleeping():
             return pb.HealthCheckResponse(healthy=False, message="engine is sleeping")
         return pb.HealthCheckResponse(healthy=True, message="OK")
@@ -247,12 +232,15 @@ class VllmEngineServicer:
     async def Embed(self, request: pb.EmbedRequest, context: Context) -> pb.EmbedResponse:
         ctx = self._ctx
         try:
-            http = self._http_request(context, request.request_id)
+            caller = GrpcCaller(context, request.request_id)
+            refusal = self._state.gate("POST", caller.headers)
+            if refusal is not None:
+                raise refusal
             ids = list(request.tokenized.input_ids)
             if not ids:
                 raise RequestError(400, "The decoder prompt cannot be empty", "tokenized")
             model = ctx.resolve_model(None)
-            await prefill_embedding(ctx, http, ctx.request_id(http), model, [ids])
+            await prefill_embedding(ctx, caller, ctx.request_id(caller), model, [ids])
         except RequestError as error:
             await context.abort(grpc_status(error.status), error.message)
         dimensions = ctx.settings.default_embedding_dimensions
@@ -324,8 +312,13 @@ def engine_handler(servicer: VllmEngineServicer) -> grpc.GenericRpcHandler:
         response_type = getattr(pb, method.output_type.name)
         implementation = getattr(servicer, method.name)
         if method.server_streaming:
+            parsed = (
+                _parsed_stream(implementation, request_type)
+                if inspect.isasyncgenfunction(implementation)
+                else _parsed_unary(implementation, request_type)  # it writes its messages
+            )
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                _parsed_stream(implementation, request_type),
+                parsed,
                 response_serializer=response_type.SerializeToString,
             )
         else:
@@ -353,6 +346,17 @@ def _parsed_unary(
     return unary
 
 
+def _message_sink(context: Context) -> Sink[list[pb.GenerateResponse]]:
+    """Each message of a pass written in turn, as the call's flow control allows."""
+
+    async def write(parts: list[list[pb.GenerateResponse]]) -> None:
+        for messages in parts:
+            for message in messages:
+                await context.write(message)
+
+    return write
+
+
 def _parsed_stream(
     implementation: Callable[[Any, Context], AsyncIterator[Any]], request_type: Any
 ) -> Callable[[bytes, Context], AsyncIterator[Any]]:
@@ -361,21 +365,3 @@ def _parsed_stream(
             yield message
 
     return stream
-
-
-def _no_watch(callback: Callable[[], None]) -> Callable[[], None]:
-    """A gRPC call's cancellation ends its handler, which aborts the request itself."""
-    return _nothing
-
-
-def _nothing() -> None:
-    return None
-
-
-def _headers(context: Context) -> Headers:
-    """The call's metadata as HTTP headers (lower-case names, as gRPC sends them)."""
-    headers: Headers = []
-    for key, value in context.invocation_metadata() or ():
-        if isinstance(value, str):
-            headers.append((key.encode(), value.encode("latin-1", "replace")))
-    return headers

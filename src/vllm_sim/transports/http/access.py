@@ -1,4 +1,4 @@
-"""Who may call a route: API keys, and the checks that keep browsers off the control routes.
+"""Who may call a control route: its key, and the checks that keep browsers off it.
 
 A guard runs before the body is read and answers with the error to send, or None. Guards
 are chosen per route at start-up: a route nobody guards (no key configured) has none, so
@@ -7,63 +7,17 @@ the request path pays nothing for a feature that is off.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import ipaddress
-from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from vllm_sim.errors import RequestError
+from vllm_sim.frontend.access import KeyRing, key_guard
 from vllm_sim.http.app import Guard
 from vllm_sim.http.messages import Headers
 
-UNAUTHORIZED = "Invalid or missing API key: send it as `Authorization: Bearer <key>`"
 CROSS_ORIGIN = "Cross-origin requests to control endpoints are refused"
 NOT_JSON = "Control endpoints accept only Content-Type: application/json"
 _CROSS_SITE = frozenset({b"cross-site", b"same-site"})
-
-
-class KeyRing:
-    """Accepted keys, compared in constant time: each is hashed, so neither a key's length
-    nor the position of a first differing byte shows in the time a comparison takes."""
-
-    __slots__ = ("_digests",)
-
-    def __init__(self, keys: Sequence[str]) -> None:
-        self._digests = tuple(_digest(key.encode()) for key in keys)
-
-    def accepts(self, presented: bytes) -> bool:
-        digest = _digest(presented)
-        match = False
-        for known in self._digests:  # no early exit: every key costs the same
-            match |= hmac.compare_digest(digest, known)
-        return match
-
-
-def _digest(value: bytes) -> bytes:
-    return hashlib.sha256(value).digest()
-
-
-def _bearer(value: bytes) -> bytes | None:
-    scheme, _, token = value.strip().partition(b" ")
-    return token.strip() if scheme.lower() == b"bearer" else None
-
-
-def key_guard(keys: KeyRing, x_api_key: bool = False) -> Guard:
-    """401 unless `Authorization: Bearer <key>` (or, with `x_api_key`, the `x-api-key` header
-    Anthropic's SDK sends) carries an accepted key."""
-
-    def guard(method: str, headers: Headers) -> RequestError | None:
-        for name, value in headers:
-            if name == b"authorization":
-                token = _bearer(value)
-                if token is not None and keys.accepts(token):
-                    return None
-            elif x_api_key and name == b"x-api-key" and keys.accepts(value.strip()):
-                return None
-        return RequestError(401, UNAUTHORIZED)
-
-    return guard
 
 
 def _origin_host(origin: bytes) -> str | None:

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_sim.frontend import capabilities
+from vllm_sim.frontend.access import AdmissionGate, Drain, KeyRing, key_guard
 from vllm_sim.frontend.context import ApiContext
 from vllm_sim.frontend.endpoint import Endpoint
-from vllm_sim.frontend.pipeline import generation_handler
-from vllm_sim.frontend.request_rules import require_json
 from vllm_sim.http.app import Guard, Route
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest
 from vllm_sim.metrics.exposition import Exposition
@@ -34,7 +33,9 @@ from vllm_sim.protocols.vllm.dev import pause_handlers, reset_prefix_cache_handl
 from vllm_sim.protocols.vllm.generate import GenerateEndpoint
 from vllm_sim.protocols.vllm.server_info import ServerLoad, version
 from vllm_sim.protocols.vllm.sleep import sleep_handlers
-from vllm_sim.transports.http.access import KeyRing, control_guard, cross_origin, key_guard
+from vllm_sim.transports.http.access import control_guard, cross_origin
+from vllm_sim.transports.http.conventions import require_json
+from vllm_sim.transports.http.generation import generation_handler
 
 ApiHandler = Callable[[ApiContext, HttpRequest], Awaitable[AnyResponse]]
 SyncApiHandler = Callable[[ApiContext, HttpRequest], AnyResponse]
@@ -82,9 +83,15 @@ class Access:
             return control_guard(KeyRing(keys) if keys else None)
         return key_guard(KeyRing(self.api_keys), x_api_key) if self.api_keys else None
 
+    def gate(self, drain: Drain, path: str) -> AdmissionGate:
+        """The check every generation request passes first, on any transport: its key,
+        then whether the server still takes work."""
+        return AdmissionGate(drain, self.guard(path, _anthropic(path)))
+
     def secure(self, route: Route) -> Route:
-        # Anthropic's SDK sends its key as x-api-key, on every route of its API.
-        guard = self.guard(route.path, route.path.startswith("/v1/messages"))
+        if route.guard is not None:
+            return route  # the admission gate, which checks the keys itself
+        guard = self.guard(route.path, _anthropic(route.path))
         if guard is None:
             return route
         if route.path in CONTROL_PATHS:
@@ -92,6 +99,11 @@ class Access:
             # promise one.
             return dataclasses.replace(route, guard=guard, refuses_preflight=cross_origin)
         return dataclasses.replace(route, guard=guard)
+
+
+def _anthropic(path: str) -> bool:
+    """Anthropic's SDK sends its key as x-api-key, on every route of its API."""
+    return path.startswith("/v1/messages")
 
 
 def json_bodies(route: Route) -> Route:
@@ -151,7 +163,7 @@ def build_routes(
     `responses` keeps the Responses API's stored answers."""
     load = ServerLoad(load_tracking)
     routes = [
-        *_generation_routes(ctx, load, ResponseStore() if responses is None else responses),
+        *_generation_routes(ctx, load, ResponseStore() if responses is None else responses, access),
         Route("/v1/completions/render", {"POST": _bind_sync(ctx, render.render_completion)}),
         Route("/v1/chat/completions/render", {"POST": _bind_sync(ctx, render.render_chat)}),
         Route("/tokenize", {"POST": _bind_sync(ctx, tokenize.tokenize)}),
@@ -180,10 +192,13 @@ def build_routes(
     return [access.secure(json_bodies(route)) for route in routes]
 
 
-def _generation_routes(ctx: ApiContext, load: ServerLoad, responses: ResponseStore) -> list[Route]:
+def _generation_routes(
+    ctx: ApiContext, load: ServerLoad, responses: ResponseStore, access: Access
+) -> list[Route]:
     """The generation endpoints and the routes beside them: SageMaker's /invocations,
-    token counting, and stored responses. Generation refuses new work while the server
-    drains for shutdown; the load-aware routes are counted while they run."""
+    token counting, and stored responses. Generation passes the admission gate before its
+    body is read (keys, and no new work while the server drains for shutdown); the
+    load-aware routes are counted while they run."""
     endpoints = {endpoint.path: endpoint for endpoint in generation_endpoints(responses)}
     handlers = {
         # vLLM counts every generation endpoint in its load but the Responses API.
@@ -197,10 +212,15 @@ def _generation_routes(ctx: ApiContext, load: ServerLoad, responses: ResponseSto
     count = load.track(_bind_sync(ctx, count_tokens))
     return [
         *(
-            Route(path, {"POST": handlers[path]}, True, error_body=e.error_body)
+            Route(
+                path,
+                {"POST": handlers[path]},
+                guard=access.gate(ctx.drain, path),
+                error_body=e.error_body,
+            )
             for path, e in endpoints.items()
         ),
-        Route("/invocations", {"POST": dispatch}, True),
+        Route("/invocations", {"POST": dispatch}, guard=access.gate(ctx.drain, "/invocations")),
         Route(
             "/v1/messages/count_tokens",
             {"POST": count},

@@ -3,7 +3,8 @@ the cross-origin test of the control routes."""
 
 from __future__ import annotations
 
-from vllm_sim.transports.http.access import KeyRing, control_guard, cross_origin, key_guard
+from vllm_sim.frontend.access import KeyRing, key_guard
+from vllm_sim.transports.http.access import control_guard, cross_origin
 
 
 def test_a_key_is_accepted_by_bearer_or_if_asked_by_x_api_key() -> None:

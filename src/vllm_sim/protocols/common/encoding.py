@@ -1,46 +1,23 @@
-"""One server-sent-events driver for every protocol: protocols differ only in framing."""
+"""What the OpenAI-style protocols' answers share: streamed chunks spliced from bytes
+precomputed per request, the plain answer written straight from parts, SSE framing of
+named events, and the keys every chat or completion answer starts with."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
+from vllm_sim.frontend.endpoint import Call
 from vllm_sim.frontend.envelope import error_body
-from vllm_sim.frontend.errors import as_request_error
 from vllm_sim.frontend.usage import usage_of
-from vllm_sim.http.messages import READY, BodyWriter, HttpRequest
-
-log = logging.getLogger("vllm_sim.server")
 
 L = TypeVar("L")
-
-
-class ChunkEncoder(Protocol):
-    """How one protocol frames the life of each choice as SSE events."""
-
-    def opening(self, seq: Sequence) -> bytes:
-        """Sent once per choice, just before its first token (chat: the role chunk)."""
-
-    def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
-        """One event per token in [start, end)."""
-
-    def finish(self, seq: Sequence) -> bytes:
-        """Sent once per choice when it finishes."""
-
-    def closing(self, stream: RequestStream) -> bytes:
-        """Sent once at the end of a successful stream (usage, [DONE])."""
-
-    def error(self, error: RequestError) -> bytes:
-        """Sent instead of the closing when the request fails after the stream began."""
 
 
 def error_event(error: RequestError) -> bytes:
@@ -65,6 +42,21 @@ class AnswerShape:
     token_ids: bool = False  # return_token_ids: the tokens' ids, and the prompt's
     fingerprint: str = ""  # system_fingerprint, on the answer or the stream's last chunk
     details: bool = False  # --enable-prompt-tokens-details
+
+
+def answer_shape(call: Call[Any], prefix: str) -> AnswerShape:
+    """What a chat or completion answer carries beside its choices; its id is `prefix`
+    and the request id."""
+    options, settings = call.options, call.ctx.settings
+    return AnswerShape(
+        prefix + call.request_id,
+        call.model,
+        options.include_usage,
+        options.continuous_usage,
+        options.token_ids,
+        settings.system_fingerprint,
+        settings.prompt_tokens_details,
+    )
 
 
 class OpenAIChunks(OpenAIStreamErrors):
@@ -160,198 +152,6 @@ def running_usage(seq: Sequence, completion_tokens: int) -> dict[str, int | None
 def named_event(name: str, payload: object) -> bytes:
     """`event: <name>` framing, as the Responses and Anthropic streams use."""
     return b"event: " + name.encode() + b"\ndata: " + _encode(payload) + b"\n\n"
-
-
-def sse_events(
-    stream: RequestStream, request: HttpRequest, encoder: ChunkEncoder
-) -> Callable[[BodyWriter], Awaitable[None]]:
-    """The body producer of a streamed request (see StreamingResponse)."""
-
-    def produce(write: BodyWriter) -> Awaitable[None]:
-        return _write_events(stream, request, encoder, write)
-
-    return produce
-
-
-# Token events encoded per write. A request's tokens may all be due at once (zero
-# inter-token latency, n in the hundreds): written in slices, with the loop yielded between
-# them, they neither block other clients nor pile up in memory ahead of a slow reader.
-TOKENS_PER_WRITE = 256
-
-
-async def _write_events(
-    stream: RequestStream, request: HttpRequest, encoder: ChunkEncoder, write: BodyWriter
-) -> None:
-    """Writes a request's tokens as they are released, until it ends or the client leaves.
-
-    This loop runs once per released token of every stream, so it waits on the stream's
-    future directly rather than through helpers: each extra layer costs every token.
-    """
-    sequences = stream.sequences
-    opened = [False] * len(sequences)
-    closed = [False] * len(sequences)
-    stop_watching = None
-    # One choice (nearly every stream): its tokens are written from the engine's tick.
-    pusher = _Pusher(stream, encoder, write, opened, closed) if len(sequences) == 1 else None
-    try:
-        while True:
-            if not stream.has_news():
-                if stop_watching is None:
-                    stop_watching = request.on_disconnect(stream.abort)
-                if pusher is None:
-                    await stream.notification()
-                else:
-                    await pusher.push_until_needed()
-                    if pusher.blocked is not None:  # the client is not reading: wait for it
-                        blocked, pusher.blocked = pusher.blocked, None
-                        await blocked
-                continue
-            parts: list[bytes] = []
-            room = TOKENS_PER_WRITE
-            if len(sequences) == 1:
-                if not closed[0]:
-                    room = _encode_news(sequences[0], 0, encoder, opened, closed, parts, room)
-            else:
-                room = _interleave(sequences, encoder, opened, closed, parts, room)
-            error = stream.error
-            if isinstance(error, RequestAborted):
-                return
-            if error is not None:
-                parts.append(encoder.error(as_request_error(error)))
-            elif room <= 0:
-                await write(b"".join(parts))
-                await asyncio.sleep(0)
-                continue
-            elif stream.done:
-                parts.append(encoder.closing(stream))
-            if parts:
-                await write(b"".join(parts))
-            if stream.done:
-                return
-    finally:
-        stream.listener = None
-        if stop_watching is not None:
-            stop_watching()
-        stream.abort()  # a no-op once the stream is done
-
-
-class _Pusher:
-    """Writes a one-choice stream's tokens as the engine releases them, from inside the
-    engine's tick (RequestStream.listener): a token costs its encode and one transport
-    write, and the tokens of one tick go out in that tick. It hands the stream back to its
-    coroutine for everything else: the end, a failure, a client that stopped reading, or
-    more tokens at once than one write should carry."""
-
-    __slots__ = ("_closed", "_encoder", "_opened", "_stream", "_waiter", "_write", "blocked")
-
-    def __init__(
-        self,
-        stream: RequestStream,
-        encoder: ChunkEncoder,
-        write: BodyWriter,
-        opened: list[bool],
-        closed: list[bool],
-    ) -> None:
-        self._stream = stream
-        self._encoder = encoder
-        self._write = write
-        self._opened = opened
-        self._closed = closed
-        self._waiter: asyncio.Future[None] | None = None
-        self.blocked: Awaitable[None] | None = None  # a write that must be awaited
-
-    def push_until_needed(self) -> asyncio.Future[None]:
-        """Pushes from now on; the future is done when the coroutine must take over."""
-        waiter = self._waiter = asyncio.get_running_loop().create_future()
-        self._stream.listener = self._on_news
-        return waiter
-
-    def _on_news(self) -> None:
-        stream = self._stream
-        if stream.done or self._closed[0]:
-            self._hand_back()
-            return
-        parts: list[bytes] = []
-        try:
-            room = _encode_news(
-                stream.sequences[0],
-                0,
-                self._encoder,
-                self._opened,
-                self._closed,
-                parts,
-                TOKENS_PER_WRITE,
-            )
-            if parts:
-                written = self._write(b"".join(parts))
-                if written is not READY:
-                    self.blocked = written
-                    room = 0
-        except Exception:  # never into the engine's tick: the coroutine meets it again
-            log.exception("streaming a token failed")
-            room = 0
-        if room <= 0:
-            self._hand_back()
-
-    def _hand_back(self) -> None:
-        self._stream.listener = None
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-
-def _interleave(
-    sequences: list[Sequence],
-    encoder: ChunkEncoder,
-    opened: list[bool],
-    closed: list[bool],
-    parts: list[bytes],
-    room: int,
-) -> int:
-    """The news of several choices as vLLM's steps send them: every choice's opening
-    first, then one token of each choice in turn; returns the room left."""
-    for i, seq in enumerate(sequences):
-        if not opened[i] and (seq.emitted > seq.sent or seq.finished):
-            opened[i] = True
-            parts.append(encoder.opening(seq))
-    while room > 0:
-        written = len(parts)
-        for i, seq in enumerate(sequences):
-            if not closed[i]:
-                room = _encode_news(seq, i, encoder, opened, closed, parts, room, 1)
-                if room <= 0:
-                    break
-        if len(parts) == written:
-            break
-    return room
-
-
-def _encode_news(
-    seq: Sequence,
-    i: int,
-    encoder: ChunkEncoder,
-    opened: list[bool],
-    closed: list[bool],
-    parts: list[bytes],
-    room: int,
-    most: int = TOKENS_PER_WRITE,
-) -> int:
-    """Encodes up to `most` (and `room`) new tokens of `seq`, and its end once all are
-    sent; returns the room left."""
-    emitted = seq.emitted
-    if emitted > seq.sent or seq.finished:
-        if not opened[i]:
-            opened[i] = True
-            parts.append(encoder.opening(seq))
-        if emitted > seq.sent:
-            end = min(emitted, seq.sent + min(room, most))
-            parts.append(encoder.tokens(seq, seq.sent, end))
-            room -= end - seq.sent
-            seq.sent = end
-    if seq.finished and seq.sent >= seq.emitted:
-        closed[i] = True
-        parts.append(encoder.finish(seq))
-    return room
 
 
 _encode = msgspec.json.encode
