@@ -81,56 +81,25 @@ class ModelShape:
         """The shape a Hugging Face `config.json` describes (its `text_config` for a
         multimodal model). Raises ValueError naming the first key that is missing or not
         a positive integer."""
-        label = name or "config.json"
         text = config.get("text_config")
         if isinstance(text, Mapping):
             # Multimodal configs keep the language model's numbers here; a few also copy
             # some of them to the top level, but the nested copy is the complete one.
             config = text
-
-        def required(key: str) -> int:
-            if key not in config or config[key] is None:
-                raise ValueError(f"{label}: missing {key!r}")
-            return _positive(config[key], key, label)
-
-        def optional(key: str, default: int) -> int:
-            value = config.get(key)
-            return default if value is None else _positive(value, key, label)
-
-        hidden = required("hidden_size")
-        heads = required("num_attention_heads")
-        layers = required("num_hidden_layers")
-        vocab = required("vocab_size")
-        kv_heads = optional("num_key_value_heads", heads)
+        keys = _ConfigKeys(config, name or "config.json")
+        label = keys.label
+        hidden = keys.required("hidden_size")
+        heads = keys.required("num_attention_heads")
+        layers = keys.required("num_hidden_layers")
+        vocab = keys.required("vocab_size")
+        kv_heads = keys.optional("num_key_value_heads", heads)
         if hidden % heads and config.get("head_dim") is None:
             raise ValueError(
                 f"{label}: missing 'head_dim' and hidden_size {hidden} is not a multiple "
                 f"of num_attention_heads {heads}"
             )
-        head_dim = optional("head_dim", hidden // heads)
-
-        experts = 0
-        for key in _EXPERT_COUNT_KEYS:
-            if config.get(key) is not None:
-                experts = _positive(config[key], key, label)
-                break
-        experts_per_token = moe_intermediate = shared = 0
-        intermediate = optional("intermediate_size", 0)
-        if experts > 1:
-            experts_per_token = required("num_experts_per_tok")
-            # Mixtral names its expert width intermediate_size; Qwen-MoE and DeepSeek
-            # give moe_intermediate_size (their intermediate_size is a dense layer's).
-            moe_intermediate = optional("moe_intermediate_size", intermediate)
-            if moe_intermediate <= 0:
-                raise ValueError(f"{label}: missing 'moe_intermediate_size'")
-            shared = optional("shared_expert_intermediate_size", 0)
-            if not shared and config.get("n_shared_experts") is not None:
-                shared = _positive(config["n_shared_experts"], "n_shared_experts", label)
-                shared *= moe_intermediate
-        else:
-            experts = 0  # a single "expert" is a dense MLP
-            intermediate = required("intermediate_size")
-
+        head_dim = keys.optional("head_dim", hidden // heads)
+        experts, experts_per_token, intermediate, moe_intermediate, shared = _mlp_widths(keys)
         tied = config.get("tie_word_embeddings", False)
         if not isinstance(tied, bool):
             raise ValueError(f"{label}: 'tie_word_embeddings' must be true or false")
@@ -374,3 +343,45 @@ def preset_for(model: str) -> ModelShape | None:
     if (shape := PRESETS.get(model)) is not None:
         return shape
     return _BY_BASENAME.get(model.rstrip("/").rsplit("/", 1)[-1].lower())
+
+
+class _ConfigKeys:
+    """Reads a config.json's integers, naming the file and key of the first bad one."""
+
+    def __init__(self, config: Mapping[str, Any], label: str) -> None:
+        self.config = config
+        self.label = label
+
+    def required(self, key: str) -> int:
+        if key not in self.config or self.config[key] is None:
+            raise ValueError(f"{self.label}: missing {key!r}")
+        return _positive(self.config[key], key, self.label)
+
+    def optional(self, key: str, default: int) -> int:
+        value = self.config.get(key)
+        return default if value is None else _positive(value, key, self.label)
+
+
+def _mlp_widths(keys: _ConfigKeys) -> tuple[int, int, int, int, int]:
+    """(routed experts, experts per token, dense width, expert width, shared width); no
+    experts for a dense model."""
+    config, label = keys.config, keys.label
+    experts = 0
+    for key in _EXPERT_COUNT_KEYS:
+        if config.get(key) is not None:
+            experts = _positive(config[key], key, label)
+            break
+    intermediate = keys.optional("intermediate_size", 0)
+    if experts <= 1:  # a single "expert" is a dense MLP
+        return 0, 0, keys.required("intermediate_size"), 0, 0
+    experts_per_token = keys.required("num_experts_per_tok")
+    # Mixtral names its expert width intermediate_size; Qwen-MoE and DeepSeek give
+    # moe_intermediate_size (their intermediate_size is a dense layer's).
+    moe_intermediate = keys.optional("moe_intermediate_size", intermediate)
+    if moe_intermediate <= 0:
+        raise ValueError(f"{label}: missing 'moe_intermediate_size'")
+    shared = keys.optional("shared_expert_intermediate_size", 0)
+    if not shared and config.get("n_shared_experts") is not None:
+        shared = _positive(config["n_shared_experts"], "n_shared_experts", label)
+        shared *= moe_intermediate
+    return experts, experts_per_token, intermediate, moe_intermediate, shared

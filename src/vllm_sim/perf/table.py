@@ -141,27 +141,7 @@ class TableModel:
                 f"{path}: needs a header {','.join(_CSV_COLUMNS)} and rows"
                 + (f" (missing {', '.join(missing)})" if rows else "")
             )
-        prefill: dict[float, float] = {}
-        decode: dict[tuple[float, float], float] = {}
-        for line, row in enumerate(rows, start=2):
-            tokens, batch, context, ms = (_csv_number(path, line, row, c) for c in _CSV_COLUMNS)
-            if ms <= 0:
-                raise ValueError(f"{path}:{line}: ms must be positive")
-            if tokens > 0 and batch == 0:
-                if tokens in prefill:
-                    raise ValueError(f"{path}:{line}: a second row for {tokens:g} prefill tokens")
-                prefill[tokens] = ms
-            elif tokens == 0 and batch > 0:
-                if (batch, context) in decode:
-                    raise ValueError(
-                        f"{path}:{line}: a second row for batch {batch:g}, context {context:g}"
-                    )
-                decode[batch, context] = ms
-            else:
-                raise ValueError(
-                    f"{path}:{line}: a row is either a prefill sample (prefill_tokens > 0, "
-                    "decode_batch 0) or a decode sample (prefill_tokens 0, decode_batch > 0)"
-                )
+        prefill, decode = _csv_samples(path, rows)
         if len(prefill) < 2:
             raise ValueError(f"{path}: needs prefill samples at two or more token counts")
         batches = sorted({batch for batch, _ in decode})
@@ -225,6 +205,35 @@ class TableModel:
             DecodeAxis.ACTIVE_KV_TOKENS,
             str(path),
         )
+
+
+def _csv_samples(
+    path: Path, rows: list[dict[str, str | None]]
+) -> tuple[dict[float, float], dict[tuple[float, float], float]]:
+    """The CSV's prefill samples (ms by token count) and decode samples (ms by batch and
+    context); ValueError naming the line of a bad or repeated row."""
+    prefill: dict[float, float] = {}
+    decode: dict[tuple[float, float], float] = {}
+    for line, row in enumerate(rows, start=2):
+        tokens, batch, context, ms = (_csv_number(path, line, row, c) for c in _CSV_COLUMNS)
+        if ms <= 0:
+            raise ValueError(f"{path}:{line}: ms must be positive")
+        if tokens > 0 and batch == 0:
+            if tokens in prefill:
+                raise ValueError(f"{path}:{line}: a second row for {tokens:g} prefill tokens")
+            prefill[tokens] = ms
+        elif tokens == 0 and batch > 0:
+            if (batch, context) in decode:
+                raise ValueError(
+                    f"{path}:{line}: a second row for batch {batch:g}, context {context:g}"
+                )
+            decode[batch, context] = ms
+        else:
+            raise ValueError(
+                f"{path}:{line}: a row is either a prefill sample (prefill_tokens > 0, "
+                "decode_batch 0) or a decode sample (prefill_tokens 0, decode_batch > 0)"
+            )
+    return prefill, decode
 
 
 def _csv_number(path: Path, line: int, row: dict[str, str | None], column: str) -> float:
