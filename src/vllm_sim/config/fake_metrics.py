@@ -136,7 +136,7 @@ def parse_generator(text: str) -> FakeGenerator:
     return FakeGenerator(parts[0], start, end, period)
 
 
-def _finite(value: object) -> float | None:
+def finite_number(value: object) -> float | None:
     """A JSON/YAML number as a finite float; None for anything else, an integer beyond
     float range (10**400) included."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -149,7 +149,7 @@ def _finite(value: object) -> float | None:
 
 
 def _gauge(key: str, value: object, from_yaml: bool) -> FakeGauge:
-    number = _finite(value)
+    number = finite_number(value)
     if number is not None:
         return number
     if not isinstance(value, str):
@@ -199,7 +199,7 @@ def _lora(item: object, from_yaml: bool) -> FakeLora:
     timestamp = item.get("timestamp", 0.0)
     if not (isinstance(running, str) and isinstance(waiting, str)):
         raise _mismatch("loras", item, "running/waiting strings")
-    seconds = _finite(timestamp)
+    seconds = finite_number(timestamp)
     if seconds is None:
         raise _mismatch("loras", timestamp, "float64 timestamp")
     return FakeLora(running, waiting, seconds)

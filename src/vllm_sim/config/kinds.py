@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from .durations import Duration, format_duration, parse_duration
-from .fake_metrics import FakeMetrics, decode_fake_metrics, fake_metrics_to_json, is_int, json_type
+from .fake_metrics import (
+    FakeMetrics,
+    decode_fake_metrics,
+    fake_metrics_to_json,
+    finite_number,
+    is_int,
+    json_type,
+)
 from .gosyntax import format_go_float, go_quote, parse_go_bool, parse_go_float, parse_go_int
 from .values import LoraModule
 
@@ -179,25 +186,13 @@ class FloatKind(Kind):
 
     def from_json(self, value: object) -> float:
         # 1e400 decodes to infinity (Go: "cannot unmarshal number 1e400 ... of type float64")
-        number = _finite_float(value)
+        number = finite_number(value)
         if number is None:
             raise JsonMismatch(value)
         return number
 
     def show(self, value: Any) -> str:
         return format_go_float(value) if value else ""
-
-
-def _finite_float(value: object) -> float | None:
-    """A JSON number as a finite float64; None for booleans, non-numbers, NaN, infinities
-    and integers beyond float64."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
 
 
 class StrKind(Kind):

@@ -96,8 +96,8 @@ class VllmEngineServicer:
 
     async def Generate(self, request: pb.GenerateRequest, context: Context) -> None:
         self._last_receive = time.time()
-        caller = GrpcCaller(context, request.request_id)
         try:
+            caller = self._gated(context, request.request_id)
             call = await self._admit(request, caller)
         except RequestError as error:
             await context.abort(grpc_status(error.status), error.message)
@@ -121,14 +121,19 @@ class VllmEngineServicer:
                 del self._running[request_id]
             stream.abort()  # a cancelled call frees its slot at once; a no-op once done
 
+    def _gated(self, context: Context, request_id: str) -> GrpcCaller:
+        """The call as a caller, once past the gate every generation request passes (API
+        keys, then the drain); raises its refusal."""
+        caller = GrpcCaller(context, request_id)
+        refusal = self._state.gate("POST", caller.headers)
+        if refusal is not None:
+            raise refusal
+        return caller
+
     async def _admit(
         self, request: pb.GenerateRequest, caller: GrpcCaller
     ) -> Call[GrpcGenerateBody]:
-        """The pipeline's admission, after the gate every generation request passes."""
         state = self._state
-        refusal = state.gate("POST", caller.headers)
-        if refusal is not None:
-            raise refusal
         if request.HasField("data_parallel_rank") and request.data_parallel_rank != state.rank:
             message = (
                 f"data_parallel_rank {request.data_parallel_rank} is not served here "
@@ -232,10 +237,7 @@ class VllmEngineServicer:
     async def Embed(self, request: pb.EmbedRequest, context: Context) -> pb.EmbedResponse:
         ctx = self._ctx
         try:
-            caller = GrpcCaller(context, request.request_id)
-            refusal = self._state.gate("POST", caller.headers)
-            if refusal is not None:
-                raise refusal
+            caller = self._gated(context, request.request_id)
             ids = list(request.tokenized.input_ids)
             if not ids:
                 raise RequestError(400, "The decoder prompt cannot be empty", "tokenized")
