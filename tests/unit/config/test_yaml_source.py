@@ -153,7 +153,7 @@ def test_yaml_null_keeps_default(tmp_path: Path) -> None:
     assert cfg.port == 8000 and cfg.served_model_name == ("m",)
 
 
-def test_unknown_yaml_key_ignored(tmp_path: Path) -> None:  # and warned: see test_bounds
+def test_unknown_yaml_key_ignored(tmp_path: Path) -> None:  # and warned: see test_rules_bounds
     assert load("--config", write_yaml(tmp_path, "model: m\nno-such-key: 1\n")).model == "m"
 
 

@@ -4,7 +4,7 @@ the kernel's 404, 405 and guards apply to them as to any route."""
 from __future__ import annotations
 
 from tests.support.exchange import product_app
-from tests.unit.http.test_kernel_errors import call
+from tests.unit.http.test_app_errors import call
 from vllm_sim.errors import RequestError
 from vllm_sim.http.app import App, Route, path_parameter
 from vllm_sim.http.messages import AnyResponse, Headers, HttpRequest
