@@ -31,13 +31,13 @@ from bench.options import Options
 from bench.report import BenchReport, Figure
 from tests.support.content import FixedContent
 from tests.support.virtual_time import LoopClockScheduler, run_virtual, virtual_now
-from vllm_sim.engine.core import EngineLimits
+from vllm_sim.engine.core import Engine, EngineLimits
 from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.sequence import Sequence
-from vllm_sim.engine.steps import StepEngine
+from vllm_sim.engine.timing.steps import StepLoop
 from vllm_sim.perf import RooflineModel, StepLoad, gpu_spec, preset_for
 
 NAME = "fidelity"
@@ -98,18 +98,18 @@ def engine_for(
     max_num_seqs: int,
     budget: int = 16384,  # vLLM's offline (LLM class) budget on these GPUs
     kv: KvCacheManager | None = None,
-    kind: type[StepEngine] = StepEngine,
-) -> StepEngine:
-    """A step engine on the virtual clock, `max_num_seqs` and `budget` tokens a step."""
-    return kind(
+    kind: type[StepLoop] = StepLoop,
+) -> Engine:
+    """An engine on the step loop (a `kind`) and the virtual clock, `max_num_seqs` and
+    `budget` tokens a step."""
+    return Engine(
         EngineLimits(max_num_seqs, 100_000, 100_000),
         LatencySettings(max_num_seqs=max_num_seqs),
         content,
         random.Random(0),
-        model,
-        budget,
         scheduler=LoopClockScheduler(),
         kv=kv,
+        timing=kind(model, budget),
     )
 
 
@@ -121,7 +121,7 @@ def batch_request(prompt_tokens: int) -> GenerationRequest:
     return GenerationRequest(f"bench-{ids[0]}", "m", [Prompt(ids)])
 
 
-async def run_batch(engine: StepEngine, batch: int, prompt_tokens: int) -> float:
+async def run_batch(engine: Engine, batch: int, prompt_tokens: int) -> float:
     """Submits `batch` requests together; the virtual seconds until the last one ends."""
     start = virtual_now()
     streams = [engine.submit(batch_request(prompt_tokens)) for _ in range(batch)]
@@ -156,7 +156,7 @@ OPEN_LOOP = (
 SHARED_PREFIX, PROMPT_TOKENS, OUTPUT_TOKENS = 100, 575, 248
 
 
-async def open_loop(engine: StepEngine, rate: float, seconds: float) -> tuple[float, float]:
+async def open_loop(engine: Engine, rate: float, seconds: float) -> tuple[float, float]:
     """(mean TTFT, mean ITL) in seconds of requests arriving every 1/rate seconds."""
     prefix = [next(_prompt_ids) for _ in range(SHARED_PREFIX)]
     streams = []
@@ -256,7 +256,7 @@ class _TraceContent(FixedContent):
         super().generate(seq, max_model_len)
 
 
-async def replay(engine: StepEngine, trace: list[TraceRequest]) -> TraceStats:
+async def replay(engine: Engine, trace: list[TraceRequest]) -> TraceStats:
     """Submits each request of `trace` at its recorded time, with its token counts and
     no prefix shared (ShareGPT prompts); the simulated figures."""
     streams = []
@@ -292,7 +292,7 @@ def replay_trace() -> tuple[TraceStats, TraceStats]:
     return simulated, measured
 
 
-class _TimedStepEngine(StepEngine):
+class _TimedStepLoop(StepLoop):
     """Adds up the CPU time of the step callbacks alone (the streams' own wake-ups are
     the consumers' cost, not the loop's)."""
 
@@ -315,10 +315,11 @@ def loop_cost(sequences: int, tokens: int) -> tuple[float, float, int]:
     shape = preset_for(LLAMA_8B)
     assert shape is not None
     model = RooflineModel(shape, gpu_spec("H100"))
-    engine = engine_for(model, FixedContent(tokens), sequences, kind=_TimedStepEngine)
-    assert isinstance(engine, _TimedStepEngine)
+    engine = engine_for(model, FixedContent(tokens), sequences, kind=_TimedStepLoop)
+    loop = engine.timing
+    assert isinstance(loop, _TimedStepLoop)
     simulated = run_virtual(run_batch(engine, sequences, 64))
-    return engine.spent / engine.steps, simulated / engine.steps, engine.steps
+    return loop.spent / loop.steps, simulated / loop.steps, loop.steps
 
 
 def run(opts: Options) -> BenchReport:

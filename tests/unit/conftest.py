@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_sim.engine import core
+from vllm_sim.engine import turn
 
 
 @pytest.fixture(autouse=True)
@@ -13,4 +13,4 @@ def _unhurried_turns(monkeypatch: pytest.MonkeyPatch) -> None:
     the loop), and admits the rest on the next turn. A test asserting what one submit
     admitted would then depend on how loaded the machine is: a CI run once saw a 4-choice
     request admit nothing at once. Deferral by work done (WORK_PER_TURN) is still tested."""
-    monkeypatch.setattr(core, "TURN_SECONDS", 60.0)
+    monkeypatch.setattr(turn, "TURN_SECONDS", 60.0)

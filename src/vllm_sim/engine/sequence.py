@@ -103,11 +103,11 @@ class Sequence:
         self.t_finished: float | None = None
         self.lora_slot = 0  # the adapter's 1-based slot while a LoRA sequence runs
         # Tokens are released without asking the KV cache while `emitted` is below this:
-        # the blocks held have room for their KV (see Engine._grow).
+        # the blocks held have room for their KV (see Engine.grow).
         self.kv_limit = NO_KV_LIMIT
         self.kv_blocks = 0  # KV blocks held while running
         self.preemptions = 0  # times its KV was freed to be recomputed
-        # Tokens (prompt, then output) whose KV is computed: what the step engine's
+        # Tokens (prompt, then output) whose KV is computed: what the step loop's
         # prefill chunks advance; the token clock does not use it.
         self.computed = 0
 
@@ -122,6 +122,21 @@ class Sequence:
     @property
     def finished(self) -> bool:
         return self.state is SeqState.FINISHED
+
+    def keep_released(self) -> None:
+        """Cuts the output to the tokens already released. A tool call not released whole
+        is dropped, since its arguments would not parse; its released argument tokens stay
+        sent (as they would be by vLLM) but are no longer part of the answer."""
+        cut = self.emitted
+        calls = self.tool_calls
+        if calls is not None:
+            whole = [call for call in calls if call.end <= cut]
+            if len(whole) < len(calls):
+                cut = whole[-1].end if whole else min(cut, calls[0].start)
+            self.tool_calls = whole or None
+            self.emitted = min(self.emitted, cut)
+        self.output_ids = self.output_ids[:cut]  # new lists: the generated ones may be shared
+        self.output_pieces = self.output_pieces[:cut]
 
 
 class RequestStream:

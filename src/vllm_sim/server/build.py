@@ -16,8 +16,9 @@ from vllm_sim.engine.core import Engine
 from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.events import KvEventPublisher, offset_endpoint, topic_for
 from vllm_sim.engine.kvcache.manager import KvCacheManager
-from vllm_sim.engine.steps import StepEngine
+from vllm_sim.engine.timing.steps import StepLoop
 from vllm_sim.engine.tokenizer import SimulatedTokenizer, Tokenizer
+from vllm_sim.engine.view import EngineView
 from vllm_sim.frontend.access import Drain
 from vllm_sim.frontend.context import ApiContext, RequestIds
 from vllm_sim.frontend.failures import FailureInjector
@@ -81,7 +82,7 @@ def build_instance(
     step_model: StepTimeModel | None = None,
 ) -> Instance:
     """The instance serving rank `rank` on `port`; with no `tokenizer`, the simulated one.
-    With a `step_model`, the step engine runs, timed by it; else the token clock."""
+    With a `step_model`, vLLM's step loop times the engine; else the token clock."""
     # Each rank draws its own stream; rank 0 keeps the seed as given.
     rng = random.Random(cfg.seed if rank == 0 else cfg.seed * 1009 + rank)
     tokenizer = tokenizer or SimulatedTokenizer()
@@ -100,8 +101,6 @@ def build_instance(
         metrics.precreate_series()
         observer = MetricsRecorder(metrics, cfg.max_loras)
     engine = _engine(cfg, content, rng, observer, kv, step_model)
-    for module in cfg.lora_modules:
-        engine.loras.load(module.name, module.path)
     ctx = _api_context(cfg, port, rng, engine, tokenizer)
     readiness = Readiness(cfg.startup_duration.seconds)
     on_fake: Callable[[FakeMetrics], None] | None = None
@@ -165,7 +164,7 @@ def _grpc(cfg: Config, rank: int, ctx: ApiContext, access: Access) -> Callable[[
         state = GrpcState(
             gate,
             ctx.drain,
-            lambda: bool(engine.asleep),
+            lambda: bool(engine.view.asleep),
             started,
             rank,
             cfg.data_parallel_size,
@@ -184,13 +183,15 @@ def _engine(
     kv: KvCacheManager,
     step_model: StepTimeModel | None,
 ) -> Engine:
+    """The engine of `cfg`, timed by vLLM's step loop given a `step_model`, with the
+    start-up LoRA adapters registered."""
     limits, latency = views.limits(cfg), views.latency(cfg)
     clock = ScaledScheduler(cfg.time_scale) if cfg.time_scale != 1.0 else None
-    if step_model is None:
-        return Engine(limits, latency, content, rng, clock, observer, kv)
-    return StepEngine(
-        limits, latency, content, rng, step_model, cfg.max_num_batched_tokens, clock, observer, kv
-    )
+    timing = None if step_model is None else StepLoop(step_model, cfg.max_num_batched_tokens)
+    engine = Engine(limits, latency, content, rng, clock, observer, kv, timing)
+    for module in cfg.lora_modules:
+        engine.load_lora(module.name, module.path)
+    return engine
 
 
 def cache_shape(cfg: Config, rank: int) -> CacheShape:
@@ -207,22 +208,20 @@ def cache_shape(cfg: Config, rank: int) -> CacheShape:
     )
 
 
-def _sleep_state(engine: Engine) -> SleepState:
-    if not engine.asleep:
+def _sleep_state(view: EngineView) -> SleepState:
+    if not view.asleep:
         return "awake"
-    return "discard_all" if engine.sleep_level == 2 else "weights_offloaded"
+    return "discard_all" if view.sleep_level == 2 else "weights_offloaded"
 
 
 def _real_metrics(metrics: VllmMetrics, engine: Engine, max_loras: int, record: bool) -> None:
-    kv = engine.kv
+    view = engine.view
     state = EngineState(
-        running=lambda: engine.num_running,
-        waiting=lambda: engine.num_waiting,
-        kv_usage=lambda: 0.0 if kv is None else kv.cache.usage,
-        waiting_by_reason=lambda: dict(
-            zip(WAITING_REASONS, engine.waiting_by_reason(), strict=True)
-        ),
-        sleep_state=lambda: _sleep_state(engine),
+        running=lambda: view.num_running,
+        waiting=lambda: view.num_waiting,
+        kv_usage=lambda: view.kv_usage,
+        waiting_by_reason=lambda: dict(zip(WAITING_REASONS, view.waiting_by_reason(), strict=True)),
+        sleep_state=lambda: _sleep_state(view),
     )
     metrics.register(live_scheduler(metrics.labels, state), request_families=record)
     metrics.lora_info.labels(str(max_loras), "", "").set(int(time.time()))

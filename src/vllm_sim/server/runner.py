@@ -141,9 +141,9 @@ class SimulatorServer:
     async def _drain(self) -> None:
         engine = self._instance.engine
         deadline = time.monotonic() + self._instance.config.drain_timeout.seconds
-        while engine.open_requests > 0 and time.monotonic() < deadline:
+        while engine.view.open_requests > 0 and time.monotonic() < deadline:
             await asyncio.sleep(_DRAIN_POLL)
-        if engine.open_requests > 0:
+        if engine.view.open_requests > 0:
             stopped = engine.stop_all(STOPPED)
             log.warning("drain timed out: %d requests stopped with an error", stopped)
             self.exit_status = DRAIN_CUT_SHORT

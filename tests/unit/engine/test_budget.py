@@ -9,8 +9,9 @@ from dataclasses import replace
 
 from tests.unit.engine.test_core import make_engine, refusal, request, run
 from vllm_sim.engine import budget
-from vllm_sim.engine.core import WORK_PER_TURN, Engine
+from vllm_sim.engine.core import Engine
 from vllm_sim.engine.errors import EngineError, Refusal
+from vllm_sim.engine.turn import WORK_PER_TURN
 
 
 def limited(engine: Engine, limit: int) -> Engine:

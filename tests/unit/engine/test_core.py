@@ -1,4 +1,5 @@
-"""The engine on its own: admission, the queue, aborts, context length and the token clock.
+"""The engine's scheduler core on its own: admission, the queue, aborts, context length,
+the prefix-cache reset, and a bug that costs one request, never the engine.
 
 Each test drives a real `Engine` on a virtual-time event loop with small settings and a
 content source that always produces a fixed number of tokens, so timings are exact and
@@ -14,13 +15,17 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from tests.support.content import FixedContent
-from tests.support.virtual_time import LoopClockScheduler, VirtualTimeLoop, run_virtual, virtual_now
+from tests.support.virtual_time import LoopClockScheduler, run_virtual, virtual_now
 from vllm_sim.engine.core import QUEUE_FULL, Engine, EngineLimits
 from vllm_sim.engine.errors import EngineError, Refusal, RequestAborted
-from vllm_sim.engine.latency import LatencyModel, LatencySettings
+from vllm_sim.engine.kvcache.cache import BlockCache
+from vllm_sim.engine.kvcache.events import AllBlocksCleared, BlockStored, KvEvent
+from vllm_sim.engine.kvcache.manager import KvCacheManager
+from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
+from vllm_sim.engine.timing.strategy import TimingStrategy
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.errors import refusal_error
 
@@ -36,6 +41,8 @@ def make_engine(
     ttft_ms: int = 0,
     itl_ms: int = 0,
     tf: float = 1.0,
+    kv: KvCacheManager | None = None,
+    timing: TimingStrategy | None = None,
 ) -> Engine:
     return Engine(
         EngineLimits(max_num_seqs, queue, max_model_len),
@@ -48,6 +55,8 @@ def make_engine(
         FixedContent(tokens),
         random.Random(1),
         scheduler=LoopClockScheduler(),
+        kv=kv,
+        timing=timing,
     )
 
 
@@ -375,76 +384,43 @@ def test_context_length_wins_over_a_full_queue() -> None:
     run(body)
 
 
-# ----------------------------------------------------------------- the token clock
+# ----------------------------------------------------------------- the prefix-cache reset
 
 
-def test_tokens_are_released_on_schedule() -> None:
-    async def body() -> None:
-        engine = make_engine(ttft_ms=100, itl_ms=20, tokens=10)
-        stream = engine.submit(request())
-        seq = stream.sequences[0]
-        start = started(stream)
-        arrivals: list[tuple[int, float]] = []
-        while not stream.done:
-            await stream.wait()
-            arrivals.append((seq.emitted, virtual_now()))
-            seq.sent = seq.emitted
-        assert seq.ttft == pytest.approx(0.1)
-        assert seq.itl_delays == pytest.approx(9 * 0.02)
-        for emitted, t in arrivals:
-            if emitted:
-                due = start + 0.1 + (emitted - 1) * 0.02
-                assert t == pytest.approx(due, abs=1e-9), f"token {emitted} off schedule"
-        assert seq.t_first_token is not None
-        assert seq.t_first_token - start == pytest.approx(0.1, abs=1e-9)
-        assert finished(stream) - start == pytest.approx(0.28, abs=1e-9)
-
-    run(body)
+def _kv_engine(events: list[KvEvent]) -> Engine:
+    cache = BlockCache(64, 4, events.append)
+    cache.loaded_models.add("m")
+    return make_engine(tokens=3, itl_ms=10, max_num_seqs=2, kv=KvCacheManager(cache, "", 0.0))
 
 
-def test_token_deadlines_are_absolute_so_a_stall_does_not_accumulate() -> None:
-    async def body() -> None:
-        engine = make_engine(ttft_ms=100, itl_ms=20, tokens=10)
-        loop = asyncio.get_running_loop()
-        assert isinstance(loop, VirtualTimeLoop)
-        stream = engine.submit(request())
-        start = started(stream)
-        # Stall the event loop for 80 ms in the middle of decoding.
-        loop.call_later(0.15, loop.advance, 0.08)
+def test_reset_prefix_cache_refuses_while_blocks_are_held() -> None:
+    async def scenario() -> None:
+        events: list[KvEvent] = []
+        engine = _kv_engine(events)
+        assert engine.kv is not None
+        stream = engine.submit(request(prompt_tokens=8))
+        await asyncio.sleep(0)
+        assert engine.kv.cache.used
+        assert engine.reset_prefix_cache() is False
+        assert not any(isinstance(e, AllBlocksCleared) for e in events)
         await stream.wait_done()
-        elapsed = finished(stream) - start
-        # Due at 100 + 9 x 20 = 280 ms; relative sleeps would end at >= 360 ms.
-        assert elapsed == pytest.approx(0.28, abs=1e-9)
-        assert stream.sequences[0].emitted == 10
+        assert engine.kv.cache.unused and engine.reset_prefix_cache() is True
+        assert isinstance(events[-1], AllBlocksCleared)
+        assert not engine.kv.cache.unused
+        running = engine.submit(request(prompt_tokens=8))
+        seq = running.sequences[0]
+        assert engine.reset_prefix_cache(reset_running=True) is True
+        # Preempted, the cache cleared, then recomputed at once: its blocks stored again.
+        assert isinstance(events[-2], AllBlocksCleared) and isinstance(events[-1], BlockStored)
+        assert seq.preemptions == 1 and engine.num_running == 1
+        await running.wait_done()
+        assert seq.finished and len(seq.output_ids) == 3 and seq.emitted == 3
 
-    run(body)
-
-
-def test_load_factor_set_by_running_count_at_start() -> None:
-    async def body() -> None:
-        engine = make_engine(max_num_seqs=2, ttft_ms=100, tf=3.0)
-        a = engine.submit(request())
-        b = engine.submit(request())
-        assert a.sequences[0].ttft == pytest.approx(0.1)  # alone: factor 1
-        assert b.sequences[0].ttft == pytest.approx(0.3)  # two of two slots: factor 3
-        await asyncio.gather(a.wait_done(), b.wait_done())
-        assert finished(b) - started(b) == pytest.approx(0.3, abs=1e-9)
-        c = engine.submit(request())
-        assert c.sequences[0].ttft == pytest.approx(0.1)
-        await c.wait_done()
-
-    run(body)
+    run(scenario)
 
 
-def test_instant_without_latency() -> None:
-    async def body() -> None:
-        engine = make_engine(tokens=20)
-        stream = engine.submit(request())
-        await asyncio.wait_for(stream.wait_done(), 0.5)
-        assert stream.sequences[0].emitted == 20 and stream.sequences[0].finished
-        assert engine.open_requests == 0
-
-    run(body)
+def test_reset_prefix_cache_without_a_cache() -> None:
+    assert make_engine().reset_prefix_cache() is True
 
 
 # ----------------------------------------------------------------- a bug costs one request
@@ -569,29 +545,6 @@ def test_a_latency_model_that_cannot_compute_does_not_wedge_the_engine() -> None
             assert_internal(stream)
             assert engine.open_requests == 0
         engine.reconfigure(engine.limits, LatencySettings(ttft=10 * MS, max_num_seqs=2))
-        await served(engine)
-
-    run(body)
-
-
-class NeverLatency(LatencyModel):
-    """Inter-token delays no clock can arm."""
-
-    def inter_token_latency(self, running: int) -> float:
-        return float("nan")
-
-
-def test_a_deadline_that_is_not_a_time_fails_its_request_and_the_clock_runs_on() -> None:
-    async def body() -> None:
-        engine = make_engine(max_num_seqs=2, ttft_ms=10, itl_ms=10, tokens=3)
-        good = engine.submit(request())
-        engine.latency = NeverLatency(engine.latency.settings, random.Random(0))
-        bad = engine.submit(request())
-        await asyncio.gather(good.wait_done(), bad.wait_done())
-        assert good.error is None and good.sequences[0].emitted == 3
-        assert_internal(bad)
-        assert engine.open_requests == 0
-        engine.latency = LatencyModel(engine.latency.settings, random.Random(0))
         await served(engine)
 
     run(body)

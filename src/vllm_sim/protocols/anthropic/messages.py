@@ -227,7 +227,7 @@ def _tool_plan(ctx: ApiContext, body: MessagesRequest) -> ToolPlan | None:
     candidates = tool_candidates(tools, choice)
     forced = choice.mode in ("required", "named")
     max_calls = 1 if choice.mode == "named" else None
-    return plan_tools(candidates, forced, ctx.engine.content.synthesis, max_calls)
+    return plan_tools(candidates, forced, ctx.engine.view.synthesis, max_calls)
 
 
 # ---------------------------------------------------------------- endpoint

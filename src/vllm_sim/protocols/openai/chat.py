@@ -146,7 +146,7 @@ def _tool_plan(ctx: ApiContext, body: ChatRequest) -> ToolPlan | None:
     choice = parse_tool_choice(body.tool_choice)
     candidates = tool_candidates(tools, choice)
     forced = choice.mode in ("required", "named")
-    return plan_tools(candidates, forced, ctx.engine.content.synthesis)
+    return plan_tools(candidates, forced, ctx.engine.view.synthesis)
 
 
 def _json_plan(ctx: ApiContext, body: ChatRequest) -> JsonPlan | None:
@@ -156,7 +156,7 @@ def _json_plan(ctx: ApiContext, body: ChatRequest) -> JsonPlan | None:
     if response_format is None or response_format.kind == "text":
         return None
     if response_format.schema is not None:
-        settings = ctx.engine.content.synthesis
+        settings = ctx.engine.view.synthesis
         probe_schema(response_format.schema, "response_format", "response_format", settings)
     return JsonPlan(response_format.schema)
 

@@ -36,7 +36,7 @@ async def handle(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
             "max_model_len": ctx.settings.max_model_len,
             "permission": [_permission(name, created)],
         }
-        for name, path in ctx.engine.loras.paths.items()
+        for name, path in ctx.engine.view.loras.items()
     ]
     return json_response({"object": "list", "data": data})
 

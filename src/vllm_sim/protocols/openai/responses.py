@@ -198,7 +198,7 @@ def _tool_plan(ctx: ApiContext, body: ResponsesRequest) -> ToolPlan | None:
     # Omitted and `auto` call a tool on the first tool turn; allowed_tools/custom stay random.
     raw_choice = body.tool_choice
     forced = choice.mode in ("required", "named") or raw_choice in (msgspec.UNSET, "auto")
-    return plan_tools(candidates, forced, ctx.engine.content.synthesis, max_calls=1)
+    return plan_tools(candidates, forced, ctx.engine.view.synthesis, max_calls=1)
 
 
 def _json_plan(ctx: ApiContext, raw: object) -> JsonPlan | None:
@@ -213,7 +213,7 @@ def _json_plan(ctx: ApiContext, raw: object) -> JsonPlan | None:
         schema = fmt.get("schema")
         if not isinstance(schema, dict):
             raise _fail("text.format.schema must be an object", "text.format.schema")
-        probe_schema(schema, "text.format", "text.format.schema", ctx.engine.content.synthesis)
+        probe_schema(schema, "text.format", "text.format.schema", ctx.engine.view.synthesis)
         return JsonPlan(schema)
     raise _fail(f"unknown text.format type: {kind}", "text.format.type")
 

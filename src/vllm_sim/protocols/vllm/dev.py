@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 from urllib.parse import parse_qs
 
-from vllm_sim.engine.core import Engine, PauseMode
+from vllm_sim.engine.core import Engine
+from vllm_sim.engine.lifecycle import PauseMode
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response
 from vllm_sim.protocols.common.answers import json_response
@@ -80,12 +81,13 @@ def pause_handlers(engine: Engine) -> tuple[Handler, Handler, Handler]:
         return json_response({"status": "resumed"})
 
     async def is_paused(request: HttpRequest) -> AnyResponse:
-        return json_response({"is_paused": engine.paused is not None})
+        return json_response({"is_paused": engine.view.paused is not None})
 
     return pause, resume, is_paused
 
 
 async def _running_drained(engine: Engine) -> None:
     """Returns once no request runs (queued ones wait for /resume), or the pause ended."""
-    while engine.num_running and engine.paused == "wait":
+    view = engine.view
+    while view.num_running and view.paused == "wait":
         await asyncio.sleep(DRAIN_POLL_SECONDS)

@@ -45,9 +45,9 @@ async def load(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
     if not name or not path:
         raise RequestError(400, "Both 'lora_name' and 'lora_path' must be provided.", "lora_name")
     _check_bounds(ctx, name, path)
-    if name in ctx.engine.loras or name in ctx.settings.served_model_names:
+    if name in ctx.engine.view.loras or name in ctx.settings.served_model_names:
         raise RequestError(400, f"The lora adapter '{name}' has already been loaded.", "lora_name")
-    ctx.engine.loras.load(name, path)
+    ctx.engine.load_lora(name, path)
     return _text(f"Success: LoRA adapter '{name}' added successfully.")
 
 
@@ -58,7 +58,7 @@ def _check_bounds(ctx: ApiContext, name: str, path: str) -> None:
     if len(path) > MAX_PATH_LENGTH:
         message = f"lora_path is longer than {MAX_PATH_LENGTH} characters"
         raise RequestError(400, message, "lora_path")
-    if len(ctx.engine.loras.paths) >= MAX_ADAPTERS:
+    if len(ctx.engine.view.loras) >= MAX_ADAPTERS:
         message = f"{MAX_ADAPTERS} LoRA adapters are loaded already: unload one first"
         raise RequestError(400, message, "lora_name")
 
@@ -70,7 +70,7 @@ async def unload(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
         raise RequestError(
             400, "'lora_name' needs to be provided to unload a LoRA adapter.", "lora_name"
         )
-    if name not in ctx.engine.loras:
+    if name not in ctx.engine.view.loras:
         raise RequestError(404, f"The lora adapter '{name}' cannot be found.", "lora_name")
-    ctx.engine.loras.unload(name)
+    ctx.engine.unload_lora(name)
     return _text(f"Success: LoRA adapter '{name}' removed successfully.")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs
 
-from vllm_sim.engine.core import Asleep, Engine
+from vllm_sim.engine.core import Engine
+from vllm_sim.engine.lifecycle import Asleep
 from vllm_sim.errors import RequestError
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response
 from vllm_sim.protocols.common.answers import json_response
@@ -47,6 +48,6 @@ def sleep_handlers(engine: Engine, enabled: bool) -> tuple[Handler, Handler, Han
         return Response(200, b"", b"")
 
     async def is_sleeping(request: HttpRequest) -> AnyResponse:
-        return json_response({"is_sleeping": bool(engine.asleep)})
+        return json_response({"is_sleeping": bool(engine.view.asleep)})
 
     return sleep, wake_up, is_sleeping

@@ -1,20 +1,25 @@
-"""Pausing the engine (vLLM's /pause modes) and resetting its prefix cache, in virtual time."""
+"""The engine's lifecycle in virtual time: pausing it (vLLM's /pause modes), putting it to
+sleep and waking it, and stopping what is in flight."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 
+import pytest
+
 from tests.support.virtual_time import LoopClockScheduler
 from tests.unit.engine.test_core import MS, make_engine, request, run
 from vllm_sim.engine.content import ContentSource
-from vllm_sim.engine.core import Engine, EngineLimits, PauseMode
+from vllm_sim.engine.core import Engine, EngineLimits
+from vllm_sim.engine.errors import EngineError, Refusal
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.toolcalls import ToolCallOutput
 from vllm_sim.engine.kvcache.cache import BlockCache
-from vllm_sim.engine.kvcache.events import AllBlocksCleared, BlockStored, KvEvent
+from vllm_sim.engine.kvcache.events import AllBlocksCleared, KvEvent
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencySettings
+from vllm_sim.engine.lifecycle import Asleep, PauseMode
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
 
@@ -158,39 +163,53 @@ def test_abort_drops_a_tool_call_not_released_whole() -> None:
     run(scenario)
 
 
-def _kv_engine(events: list[KvEvent]) -> Engine:
-    engine = make_engine(tokens=3, itl_ms=10, max_num_seqs=2)
+def _cached_engine(events: list[KvEvent]) -> Engine:
     cache = BlockCache(64, 4, events.append)
     cache.loaded_models.add("m")
-    engine.kv = KvCacheManager(cache, "", 0.0)
-    return engine
+    return make_engine(tokens=3, max_num_seqs=2, kv=KvCacheManager(cache, "", 0.0))
 
 
-def test_reset_prefix_cache_refuses_while_blocks_are_held() -> None:
+def cache_off(engine: Engine) -> bool:
+    """Whether the prefix cache is off, read anew."""
+    assert engine.kv is not None
+    return engine.kv.cache.disabled
+
+
+def test_sleep_clears_the_prefix_cache_and_refuses_until_woken() -> None:
     async def scenario() -> None:
         events: list[KvEvent] = []
-        engine = _kv_engine(events)
+        engine = _cached_engine(events)
         assert engine.kv is not None
-        stream = engine.submit(request(prompt_tokens=8))
-        await asyncio.sleep(0)
-        assert engine.kv.cache.used
-        assert engine.reset_prefix_cache() is False
-        assert not any(isinstance(e, AllBlocksCleared) for e in events)
-        await stream.wait_done()
-        assert engine.kv.cache.unused and engine.reset_prefix_cache() is True
-        assert isinstance(events[-1], AllBlocksCleared)
-        assert not engine.kv.cache.unused
-        running = engine.submit(request(prompt_tokens=8))
-        seq = running.sequences[0]
-        assert engine.reset_prefix_cache(reset_running=True) is True
-        # Preempted, the cache cleared, then recomputed at once: its blocks stored again.
-        assert isinstance(events[-2], AllBlocksCleared) and isinstance(events[-1], BlockStored)
-        assert seq.preemptions == 1 and engine.num_running == 1
-        await running.wait_done()
-        assert seq.finished and len(seq.output_ids) == 3 and seq.emitted == 3
+        await engine.submit(request(prompt_tokens=8)).wait_done()
+        assert engine.kv.cache.unused
+        engine.sleep(2)
+        assert engine.view.asleep == frozenset(Asleep) and engine.view.sleep_level == 2
+        assert isinstance(events[-1], AllBlocksCleared) and not engine.kv.cache.unused
+        with pytest.raises(EngineError) as refused:
+            engine.submit(request())
+        assert refused.value.refusal is Refusal.SLEEPING
+        engine.wake(frozenset({Asleep.WEIGHTS}))
+        assert engine.view.asleep == {Asleep.KV_CACHE} and cache_off(engine)
+        engine.wake(frozenset({Asleep.KV_CACHE}))
+        assert not engine.view.asleep and engine.view.sleep_level == 0
+        assert not cache_off(engine)
+        await engine.submit(request(prompt_tokens=8)).wait_done()
+        assert engine.kv.cache.unused  # cached again
 
     run(scenario)
 
 
-def test_reset_prefix_cache_without_a_cache() -> None:
-    assert make_engine().reset_prefix_cache() is True
+def test_stop_all_fails_every_request_in_flight() -> None:
+    async def scenario() -> None:
+        engine = make_engine(tokens=5, itl_ms=10, max_num_seqs=1)
+        running, queued = engine.submit(request()), engine.submit(request(n=2))
+        assert engine.view.open_requests == 3
+        assert engine.stop_all("shutting down") == 2
+        for stream in (running, queued):
+            assert stream.done and isinstance(stream.error, EngineError)
+            assert stream.error.refusal is Refusal.STOPPING
+            assert str(stream.error) == "shutting down"
+        assert engine.view.open_requests == 0
+        assert engine.stop_all("again") == 0
+
+    run(scenario)

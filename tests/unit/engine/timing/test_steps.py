@@ -1,4 +1,4 @@
-"""The step engine in virtual time: vLLM V1's schedule, one batch step at a time.
+"""The step loop in virtual time: vLLM V1's schedule, one batch step at a time.
 
 A linear step model (10 ms a step, plus 0.1 ms per prefill token and per decoding
 sequence) makes every expected time a sum the test can write down.
@@ -16,16 +16,16 @@ import pytest
 from tests.support.content import FixedContent
 from tests.support.virtual_time import LoopClockScheduler, virtual_now
 from tests.unit.engine.test_core import request, run
-from tests.unit.engine.test_kv_accounting import own
+from tests.unit.engine.test_core_kv import own
 from vllm_sim.engine.clock import TimerHandle
-from vllm_sim.engine.core import EngineLimits
+from vllm_sim.engine.core import Engine, EngineLimits
 from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.engine.steps import StepEngine
+from vllm_sim.engine.timing.steps import StepLoop
 from vllm_sim.perf import StepLoad
 
 STEP = 0.010
@@ -62,21 +62,20 @@ def step_engine(
     budget: int = 2048,
     blocks: int = 0,
     scheduler: LoopClockScheduler | None = None,
-) -> tuple[StepEngine, LinearModel, Steps]:
+) -> tuple[Engine, LinearModel, Steps]:
     model = LinearModel()
     observer = Steps()
-    engine = StepEngine(
+    kv = KvCacheManager(BlockCache(blocks, 4), "", 0.0, prefix_caching=True) if blocks else None
+    engine = Engine(
         EngineLimits(max_num_seqs, 1000, 100_000, block_size=4),
         LatencySettings(max_num_seqs=max_num_seqs),
         FixedContent(tokens),
         random.Random(1),
-        model,
-        budget,
         scheduler=scheduler or LoopClockScheduler(),
         observer=observer,
+        kv=kv,
+        timing=StepLoop(model, budget),
     )
-    if blocks:
-        engine.kv = KvCacheManager(BlockCache(blocks, 4), "", 0.0, prefix_caching=True)
     return engine, model, observer
 
 
@@ -236,9 +235,11 @@ def test_an_idle_engine_schedules_no_step() -> None:
     async def scenario() -> None:
         engine, model, _ = step_engine(tokens=2)
         await token_times(engine.submit(request(prompt_tokens=10)))
-        steps = engine.steps
+        loop = engine.timing
+        assert isinstance(loop, StepLoop)
+        steps = loop.steps
         await engine_sleep(1.0)
-        assert engine.steps == steps and len(model.loads) == steps
+        assert loop.steps == steps and len(model.loads) == steps
 
     run(scenario)
 
@@ -250,14 +251,13 @@ async def engine_sleep(seconds: float) -> None:
 def test_a_pd_decode_request_waits_for_its_kv_transfer() -> None:
     async def scenario() -> None:
         model = LinearModel()
-        engine = StepEngine(
+        engine = Engine(
             EngineLimits(8, 1000, 100_000, block_size=4),
             LatencySettings(max_num_seqs=8, kv_transfer=50 * 1_000_000),
             FixedContent(2),
             random.Random(1),
-            model,
-            2048,
             scheduler=LoopClockScheduler(),
+            timing=StepLoop(model, 2048),
         )
         req = request(prompt_tokens=100)
         req.do_remote_prefill = True

@@ -1,4 +1,4 @@
-"""The curves the step engine must draw, with the roofline model of Llama-3.1-8B on an H100
+"""The curves the step loop must draw, with the roofline model of Llama-3.1-8B on an H100
 and a virtual clock: what routers, autoscalers and capacity planners test against."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from itertools import count
 
 from tests.support.content import FixedContent
 from tests.support.virtual_time import LoopClockScheduler, run_virtual
-from vllm_sim.engine.core import EngineLimits
+from vllm_sim.engine.core import Engine, EngineLimits
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.sequence import RequestStream
-from vllm_sim.engine.steps import StepEngine
+from vllm_sim.engine.timing.steps import StepLoop
 from vllm_sim.perf import RooflineModel, StepLoad, gpu_spec, preset_for
 
 _ids = count(10_000)
@@ -25,15 +25,14 @@ def roofline() -> RooflineModel:
     return RooflineModel(shape, gpu_spec("H100"))
 
 
-def engine(max_num_seqs: int, tokens: int, budget: int = 8192) -> StepEngine:
-    return StepEngine(
+def engine(max_num_seqs: int, tokens: int, budget: int = 8192) -> Engine:
+    return Engine(
         EngineLimits(max_num_seqs, 100_000, 100_000),
         LatencySettings(max_num_seqs=max_num_seqs),
         FixedContent(tokens),
         random.Random(0),
-        roofline(),
-        budget,
         scheduler=LoopClockScheduler(),
+        timing=StepLoop(roofline(), budget),
     )
 
 

@@ -48,9 +48,9 @@ def kv_engine(
     seqs: int = 4,
     prefix: bool = True,
 ) -> tuple[Engine, BlockCache, Preemptions]:
-    engine = make_engine(tokens=tokens, itl_ms=itl_ms, ttft_ms=ttft_ms, max_num_seqs=seqs)
     cache = BlockCache(blocks, BS)
-    engine.kv = KvCacheManager(cache, "", 0.0, prefix_caching=prefix)
+    kv = KvCacheManager(cache, "", 0.0, prefix_caching=prefix)
+    engine = make_engine(tokens=tokens, itl_ms=itl_ms, ttft_ms=ttft_ms, max_num_seqs=seqs, kv=kv)
     observer = Preemptions()
     engine.observer = observer
     return engine, cache, observer

@@ -1,12 +1,12 @@
-"""The step engine: vLLM V1's scheduler loop, each step timed by a performance model.
+"""The step loop: vLLM V1's scheduler loop, each step timed by a performance model.
 
-Where the token clock gives every sequence its own sampled deadlines, this engine runs one
+Where the token clock gives every sequence its own sampled deadlines, this timing runs one
 step at a time for the whole batch, as vLLM V1's engine core does:
 
 1. Running sequences first, oldest admission first: one decode token each, or the next
    chunk of their prefill (chunked prefill takes what is left of the token budget,
    `max_num_batched_tokens`). A decode that needs a KV block and finds none preempts the
-   newest running sequence (recompute), as the token clock's engine does.
+   newest running sequence (recompute), as under the token clock.
 2. Then waiting sequences, while budget, `max_num_seqs` and free KV blocks allow; none in a
    step that preempted, and none while paused.
 3. The step lasts what the performance model says for that batch: its tokens are released
@@ -20,18 +20,20 @@ takes, and past saturation the queue grows: what a real GPU shows.
 
 from __future__ import annotations
 
-import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from vllm_sim.engine.clock import Scheduler, TimerHandle
-from vllm_sim.engine.content import ContentSource
-from vllm_sim.engine.core import Engine, EngineLimits
-from vllm_sim.engine.kvcache.manager import KvCacheManager
-from vllm_sim.engine.latency import LatencySettings
-from vllm_sim.engine.observer import EngineObserver
-from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
+from vllm_sim.engine.sequence import SeqState, Sequence
+from vllm_sim.engine.timing.release import release_token
 from vllm_sim.perf import StepLoad, StepTimeModel
+
+if TYPE_CHECKING:
+    from vllm_sim.engine.clock import Scheduler, TimerHandle
+    from vllm_sim.engine.lifecycle import Lifecycle
+    from vllm_sim.engine.sequence import RequestStream
+    from vllm_sim.engine.timing.strategy import SchedulerCore
 
 
 @dataclass(slots=True)
@@ -45,22 +47,16 @@ class _Step:
     tokens: int = 0  # tokens computed: prefill chunks plus one per decode
 
 
-class StepEngine(Engine):
-    """An Engine whose sequences advance in whole steps of a batch (see the module doc)."""
+class StepLoop:
+    """A TimingStrategy whose sequences advance in whole steps of a batch (see the module
+    doc), each as long as `step_model` says, with `max_num_batched_tokens` a step."""
 
-    def __init__(
-        self,
-        limits: EngineLimits,
-        latency: LatencySettings,
-        content: ContentSource,
-        rng: random.Random,
-        step_model: StepTimeModel,
-        max_num_batched_tokens: int,
-        scheduler: Scheduler | None = None,
-        observer: EngineObserver | None = None,
-        kv: KvCacheManager | None = None,
-    ) -> None:
-        super().__init__(limits, latency, content, rng, scheduler, observer, kv)
+    _core: SchedulerCore
+    _scheduler: Scheduler
+    _running: Mapping[int, Sequence]
+    _lifecycle: Lifecycle
+
+    def __init__(self, step_model: StepTimeModel, max_num_batched_tokens: int) -> None:
         self.step_model = step_model
         self.max_num_batched_tokens = max_num_batched_tokens
         self._step: _Step | None = None
@@ -71,8 +67,16 @@ class StepEngine(Engine):
         self._frozen_left: float | None = None  # what a frozen step had left to run
         self.steps = 0  # steps run since start (tests and the fidelity benchmark read it)
 
-    # ------------------------------------------------------------- admission hooks
-    def _admit(self) -> None:
+    def attach(self, core: SchedulerCore) -> None:
+        self._core = core
+        self._scheduler = core.scheduler
+        self._clock = core.scheduler.now
+        # Kept rather than asked for at every step: both stay the same objects.
+        self._running = core.running
+        self._lifecycle = core.lifecycle
+
+    # ------------------------------------------------------------- strategy hooks
+    def kick(self) -> None:
         """Admission happens at a step's start. With no step in flight, one starts at the
         end of this turn of the event loop, so requests arriving together share it (vLLM's
         engine core drains its input queue before it schedules)."""
@@ -81,12 +85,7 @@ class StepEngine(Engine):
         if self._kick is None:
             self._kick = self._scheduler.call_at(self._clock(), self._kicked)
 
-    def _kicked(self) -> None:
-        self._kick = None
-        if self._step is None and self._frozen_left is None:
-            self._begin_step()
-
-    def _prefill(self, seq: Sequence, now: float) -> None:
+    def prefill(self, seq: Sequence, now: float) -> None:
         # A prompt found whole in the prefix cache still computes its last token, as in
         # vLLM, so that there is a step to sample the first output token from.
         seq.computed = min(seq.cached_tokens, max(seq.prompt_tokens - 1, 0))
@@ -95,15 +94,45 @@ class StepEngine(Engine):
             # P/D decode: the prompt's KV comes from the prefill node (the configured KV
             # transfer time); the sequence joins the batch once it has arrived.
             transfer = seq.latency.time_to_first_token(
-                seq.prompt_tokens, seq.cached_tokens, True, self.load()
+                seq.prompt_tokens, seq.cached_tokens, True, self._core.load()
             )
             seq.deadline = now + transfer
 
-    def _recompute(self, seq: Sequence, computed: int, cached: int, now: float) -> None:
+    def recompute(self, seq: Sequence, computed: int, cached: int, now: float) -> None:
         seq.computed = min(cached, max(computed - 1, 0))
         seq.deadline = 0.0
 
+    def preempted(self, seq: Sequence) -> None:
+        self._preempted_in_step = True
+
+    def freeze(self) -> None:
+        """The step in flight stops where it is; thaw() runs the rest of it."""
+        if self._frozen_left is not None:
+            return
+        step = self._step
+        self._frozen_left = 0.0 if step is None else max(step.ends - self._clock(), 0.0)
+        if self._step_timer is not None:
+            self._step_timer.cancel()
+            self._step_timer = None
+
+    def thaw(self) -> None:
+        left = self._frozen_left
+        if left is None:
+            return
+        self._frozen_left = None
+        step = self._step
+        if step is None:
+            self.kick()
+            return
+        step.ends = self._clock() + left
+        self._step_timer = self._scheduler.call_at(step.ends, self._end_step)
+
     # ------------------------------------------------------------- the step loop
+    def _kicked(self) -> None:
+        self._kick = None
+        if self._step is None and self._frozen_left is None:
+            self._begin_step()
+
     def _begin_step(self, due: float | None = None) -> None:
         """Schedules the next step. `due` is when the previous one was due to end: the new
         one is timed from there, not from when its tokens were handed out, so the time the
@@ -118,7 +147,7 @@ class StepEngine(Engine):
         try:
             budget = self._schedule_running(step, load, self.max_num_batched_tokens, now)
             # vLLM admits nobody in a step that had to preempt: the cache is full.
-            if self.paused is None and not self._preempted_in_step and budget > 0:
+            if self._lifecycle.paused is None and not self._preempted_in_step and budget > 0:
                 self._schedule_waiting(step, load, budget)
         finally:
             self._stepping = False
@@ -133,6 +162,7 @@ class StepEngine(Engine):
         """Running sequences take their decode token or prefill chunk; the budget left.
         Decodes are counted in locals and added to `load` once: this loop runs for every
         running sequence, every step."""
+        core = self._core
         work = step.work
         decodes = context = 0
         for seq in list(self._running.values()):
@@ -143,7 +173,7 @@ class StepEngine(Engine):
             emitted = seq.emitted
             if emitted > 0 and seq.computed == len(seq.prompt.token_ids) + emitted - 1:
                 # Decoding: one new token (the last one sampled) to compute.
-                if emitted >= seq.kv_limit and not self._grow(seq, emitted, now):
+                if emitted >= seq.kv_limit and not core.grow(seq, emitted, now):
                     continue  # preempted, or ended at what the cache holds
                 decodes += 1
                 context += seq.computed + 1
@@ -156,15 +186,15 @@ class StepEngine(Engine):
 
     def _schedule_waiting(self, step: _Step, load: StepLoad, budget: int) -> None:
         """Admits waiting sequences into this step, each with its first prefill chunk."""
-        self._new_turn()
-        while budget > 0 and self.num_running < self.limits.max_num_seqs:
-            if time.perf_counter() >= self._turn_ends:
+        core = self._core
+        turn = core.turn
+        turn.begin()
+        while budget > 0 and core.num_running < core.limits.max_num_seqs:
+            if time.perf_counter() >= turn.ends:
                 break  # a burst larger than a turn's work waits for the next step
-            seq = self._pop_admissible()
+            seq = core.start_next()
             if seq is None:
                 break
-            self.num_waiting -= 1
-            self._start(seq)
             # Not refused by a cache-hit threshold, nor failed, nor waiting for its KV.
             if seq.state is SeqState.RUNNING and seq.deadline <= step.started:
                 budget -= self._schedule_chunk(step, load, seq, budget)
@@ -184,14 +214,11 @@ class StepEngine(Engine):
         step.work.append((seq, chunk, seq.preemptions))
         return chunk
 
-    def _preempt(self, seq: Sequence) -> None:
-        self._preempted_in_step = True
-        super()._preempt(seq)
-
     def _end_step(self) -> None:
         step, self._step, self._step_timer = self._step, None, None
         if step is None:
             return
+        core = self._core
         now = self._clock()
         touched: dict[int, RequestStream] = {}
         self._stepping = True
@@ -204,10 +231,10 @@ class StepEngine(Engine):
                     if self._complete(seq, chunk, now):
                         touched[id(seq.stream)] = seq.stream
                 except Exception:  # one sequence's bug fails its request, not the step
-                    self._crash(seq, "releasing tokens")
+                    core.crash(seq, "releasing tokens")
             self.steps += 1
             if step.tokens:
-                self.observer.engine_step(step.tokens)
+                core.observer.engine_step(step.tokens)
         finally:
             self._stepping = False
         for stream in touched.values():
@@ -223,42 +250,20 @@ class StepEngine(Engine):
         if computed < len(seq.prompt.token_ids) + emitted:
             return False  # more prefill chunks to come
         total = len(seq.output_ids)
+        observer = self._core.observer
         if emitted and emitted < total - 1 and not seq.call_starts:
             # The common decode step, inline: one token, its gap one ITL sample.
             seq.emitted = emitted + 1
-            self.observer.inter_tokens(seq, now - seq.t_last_token, 1)
+            observer.inter_tokens(seq, now - seq.t_last_token, 1)
             seq.t_last_token = now
             return True
         if seq.t_first_token is None:
             seq.t_first_token = seq.t_last_token = now
-            self.observer.first_token(seq)
+            observer.first_token(seq)
         if seq.emitted < total:
-            self._release_token(seq, now)
+            release_token(seq, now, observer)
             while seq.emitted < total and seq.emitted in seq.call_starts:
-                self._release_token(seq, now)  # a tool call opens with no step of its own
+                release_token(seq, now, observer)  # a tool call opens with no step of its own
         if seq.emitted >= total:
-            self._finish(seq, now)
+            self._core.finish(seq, now)
         return True
-
-    # ------------------------------------------------------------- pause (keep)
-    def _freeze_clock(self) -> None:
-        """The step in flight stops where it is; _thaw_clock runs the rest of it."""
-        if self._frozen_left is not None:
-            return
-        step = self._step
-        self._frozen_left = 0.0 if step is None else max(step.ends - self._clock(), 0.0)
-        if self._step_timer is not None:
-            self._step_timer.cancel()
-            self._step_timer = None
-
-    def _thaw_clock(self) -> None:
-        left = self._frozen_left
-        if left is None:
-            return
-        self._frozen_left = None
-        step = self._step
-        if step is None:
-            self._admit()
-            return
-        step.ends = self._clock() + left
-        self._step_timer = self._scheduler.call_at(step.ends, self._end_step)

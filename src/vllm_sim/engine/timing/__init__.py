@@ -1,0 +1,1 @@
+"""When the engine's tokens come: the timing strategies its scheduler core consults."""
