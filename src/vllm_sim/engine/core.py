@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from vllm_sim.engine import budget
 from vllm_sim.engine.admission import check_admissible
-from vllm_sim.engine.admission import prompt_too_long as prompt_too_long  # the front end's
 from vllm_sim.engine.clock import LoopScheduler, Scheduler
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.errors import EngineError, Refusal, RequestAborted

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from vllm_sim.engine.content import ECHO
 from vllm_sim.engine.sequence import SeqState
 
 if TYPE_CHECKING:
@@ -104,6 +105,11 @@ class EngineView:
     def loras(self) -> Mapping[str, str]:
         """The registered LoRA adapters: name -> path."""
         return self._loras
+
+    @property
+    def echoes(self) -> bool:
+        """Whether answers echo their prompt (--mode echo)."""
+        return self._engine.content.mode == ECHO
 
     @property
     def synthesis(self) -> SynthesisSettings:

@@ -125,7 +125,7 @@ class ApiContext:
         """
         if not name or name in self._served:
             return self._display_model
-        if name in self.engine.loras:
+        if name in self.engine.view.loras:
             return name  # an adapter keeps its own name in answers, metrics and KV events
         aliases = ", ".join(self.settings.served_model_names)
         message = f"The model `{name}` does not exist. Valid aliases: {aliases}."

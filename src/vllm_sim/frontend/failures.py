@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from vllm_sim.engine.core import prompt_too_long
+from vllm_sim.engine.admission import prompt_too_long
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.caller import Caller
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from vllm_sim.engine.content import ECHO
 from vllm_sim.engine.errors import EngineError
 from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import RequestStream
@@ -129,7 +128,7 @@ def _plan(ctx: ApiContext, endpoint: Endpoint[B], body: B) -> Plan:
     """The protocol's plan; in echo mode with the texts to echo already tokenized, so that
     no large text is tokenized on the event loop when its sequence starts."""
     plan = endpoint.plan(ctx, body)
-    if ctx.engine.content.mode == ECHO:
+    if ctx.engine.view.echoes:
         for prompt in plan.prompts:
             if prompt.echo_text is not None:
                 prompt.echo_tokens = ctx.tokenizer.tokenize(prompt.echo_text)

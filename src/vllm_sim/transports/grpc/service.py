@@ -181,16 +181,16 @@ class VllmEngineServicer:
     async def GetServerInfo(
         self, request: pb.GetServerInfoRequest, context: Context
     ) -> pb.GetServerInfoResponse:
-        engine = self._ctx.engine
+        view = self._ctx.engine.view
         return pb.GetServerInfoResponse(
-            active_requests=engine.open_requests,
-            is_paused=engine.paused is not None,
+            active_requests=view.open_requests,
+            is_paused=view.paused is not None,
             last_receive_timestamp=self._last_receive,
             uptime_seconds=time.monotonic() - self._state.started,
             server_type=SERVER_TYPE,
             data_parallel_size=self._state.ranks,
             block_size=self._ctx.settings.block_size,
-            max_num_seqs=engine.limits.max_num_seqs,
+            max_num_seqs=view.limits.max_num_seqs,
         )
 
     async def GetLoads(self, request: pb.GetLoadsRequest, context: Context) -> pb.GetLoadsResponse:
@@ -206,9 +206,9 @@ class VllmEngineServicer:
         )
 
     def _load(self, rank: int) -> pb.SchedulerLoad:
-        engine = self._ctx.engine
-        running, waiting = engine.num_running, engine.num_waiting
-        cap = engine.limits.max_num_seqs
+        view = self._ctx.engine.view
+        running, waiting = view.num_running, view.num_waiting
+        cap = view.limits.max_num_seqs
         load = pb.SchedulerLoad(
             dp_rank=rank,
             num_running_reqs=running,
@@ -217,11 +217,11 @@ class VllmEngineServicer:
             utilization=running / cap if cap else 0.0,
             max_running_requests=cap,
         )
-        if engine.kv is not None:
-            cache = engine.kv.cache
-            load.num_used_tokens = cache.held_blocks * cache.block_size
-            load.max_total_num_tokens = cache.capacity * cache.block_size
-            load.token_usage = cache.usage
+        kv = view.kv_figures()
+        if kv is not None:
+            load.num_used_tokens = kv.held_blocks * kv.block_size
+            load.max_total_num_tokens = kv.capacity * kv.block_size
+            load.token_usage = kv.usage
         return load
 
     async def FlushCache(
