@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from bench import (
     fidelity,
     grpc_streaming,
+    instructions,
     knee,
     kv,
     report,
@@ -25,7 +26,7 @@ from bench import (
 from bench.cpu import CLIENT_CPU, SERVER_CPU, can_pin
 from bench.load import LoadError
 from bench.options import Options
-from bench.report import BenchReport
+from bench.report import BenchReport, Unavailable
 from bench.servers import ServerError
 
 
@@ -45,6 +46,7 @@ BENCHMARKS = {
     knee.NAME: Benchmark(knee.run, knee.show),
     fidelity.NAME: Benchmark(fidelity.run, fidelity.show),
     grpc_streaming.NAME: Benchmark(grpc_streaming.run, grpc_streaming.show),
+    instructions.NAME: Benchmark(instructions.run, instructions.show),
 }
 
 
@@ -55,6 +57,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--only", action="append", choices=sorted(BENCHMARKS), help="run only this (repeatable)"
     )
     parser.add_argument("--json", metavar="PATH", help="also write every figure as JSON here")
+    parser.add_argument(
+        "--base",
+        default="HEAD~1",
+        metavar="REV",
+        help="the commit whose instructions per request are counted beside this one's",
+    )
     return parser.parse_args(argv)
 
 
@@ -72,7 +80,7 @@ def run_one(name: str, opts: Options) -> BenchReport | None:
     bench = BENCHMARKS[name]
     try:
         rep = bench.run(opts)
-    except (ServerError, LoadError) as exc:
+    except (ServerError, LoadError, Unavailable) as exc:
         print(f"{name}: could not run: {exc}")
         return None
     print(f"\n{rep.title}")
@@ -84,7 +92,7 @@ def run_one(name: str, opts: Options) -> BenchReport | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    opts = Options(quick=args.quick)
+    opts = Options(quick=args.quick, base=args.base)
     names = args.only or list(BENCHMARKS)
     header: dict[str, object] = {"mode": "quick" if opts.quick else "full", **machine()}
     print("vllm-sim benchmarks: " + ", ".join(f"{k} {v}" for k, v in header.items()), flush=True)

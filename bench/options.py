@@ -13,6 +13,7 @@ MODEL = "bench-model"
 class Options:
     quick: bool = False
     model: str = MODEL
+    base: str = "HEAD~1"  # the commit the instruction counts are compared with
 
     def plan(
         self, full: tuple[float, float, int], quick: tuple[float, float, int]

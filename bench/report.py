@@ -11,6 +11,10 @@ from bench.servers import Server
 from bench.spec import LoadResult
 
 
+class Unavailable(Exception):
+    """A benchmark that cannot run on this machine (a tool it needs is missing)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Measured:
     """One load run: against which server, at which concurrency."""
