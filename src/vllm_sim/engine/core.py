@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import NO_KV_LIMIT, RequestStream, SeqState, Sequence
 from vllm_sim.engine.timing.strategy import TimingStrategy
 from vllm_sim.engine.timing.token_clock import TokenClock
-from vllm_sim.engine.turn import Turn
+from vllm_sim.engine.turn import WORK_PER_TURN, Turn
 from vllm_sim.engine.view import EngineView
 
 log = logging.getLogger("vllm_sim")
@@ -90,7 +91,9 @@ class Engine:
         # Running sequences by uid, oldest admission first: preemption takes the newest.
         self._running: dict[int, Sequence] = {}
         self._next_uid = 0
-        self._admitting = False
+        # True while admit_waiting runs: a sequence that ends inline re-enters it. Read on
+        # every admission, so an attribute rather than a property.
+        self.admitting = False
         self._fake_running: int | None = None
         self.turn = Turn()
         self._admission_deferred = False
@@ -110,11 +113,6 @@ class Engine:
         """The running sequences by uid, oldest admission first (for the timing): the same
         mapping for the engine's whole life."""
         return self._running
-
-    @property
-    def admitting(self) -> bool:
-        """True while admit_waiting runs (for the timing)."""
-        return self._admitting
 
     @property
     def paused(self) -> PauseMode | None:
@@ -280,20 +278,21 @@ class Engine:
     def admit_waiting(self) -> None:
         """Moves queued sequences into free slots now, oldest first, as many as this turn of
         the loop allows (the rest on the next turn)."""
-        if self._admitting:
+        if self.admitting:
             return  # a sequence finished inline while we were admitting: the loop continues
         if self.lifecycle.paused is not None:
             return  # nothing starts while paused; resume() admits the queue
-        self._admitting = True
+        self.admitting = True
+        turn = self.turn
         try:
             while self.num_running < self.limits.max_num_seqs:
-                if self.turn.over():
-                    self._defer_admission()
+                if turn.work >= WORK_PER_TURN or time.perf_counter() >= turn.ends:
+                    self._defer_admission()  # Turn.over(), inline: this runs per sequence
                     break
                 if self.start_next() is None:
                     break
         finally:
-            self._admitting = False
+            self.admitting = False
 
     def _defer_admission(self) -> None:
         """Admits the rest on the next turn of the loop (see engine/turn.py)."""

@@ -56,10 +56,7 @@ class SchedulerCore(Protocol):
     @property
     def num_running(self) -> int: ...
 
-    @property
-    def admitting(self) -> bool:
-        """True while admit_waiting runs: a sequence that ends inline re-enters it."""
-        ...
+    admitting: bool  # True while admit_waiting runs: a sequence that ends inline re-enters it
 
     @property
     def lifecycle(self) -> Lifecycle:
