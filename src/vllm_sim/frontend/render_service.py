@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-import httpx
 import msgspec
 
 from vllm_sim.engine.request import Prompt
 from vllm_sim.errors import RequestError
+
+if TYPE_CHECKING:  # imported where a service is set up: httpx costs ~15 MiB of every process
+    import httpx
 
 RenderPath = Literal["/v1/completions/render", "/v1/chat/completions/render"]
 COMPLETION: Final[RenderPath] = "/v1/completions/render"
@@ -54,7 +56,10 @@ class RenderService:
         self.model = model
         self._timeout = timeout
         self._mm_timeout = mm_timeout
+        import httpx  # only with --render-url (see the import above)
+
         self._client = httpx.AsyncClient(base_url=self.url)
+        self._http_error = httpx.HTTPError
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -88,7 +93,7 @@ class RenderService:
             answer = await self._client.post(
                 call.path, content=call.body, headers=headers, timeout=timeout
             )
-        except httpx.HTTPError as error:
+        except self._http_error as error:
             reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
             raise self._down(reason) from None
         if 400 <= answer.status_code < 500:
