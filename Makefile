@@ -9,17 +9,22 @@ FUZZ_EXAMPLES ?= 10000
 FUZZ_REPORT ?=
 CONFORMANCE_ARGS ?=
 
-.PHONY: run test lint typecheck unit fuzz bench install dev clean docs conformance image proto
+.PHONY: run test lint typecheck unit fuzz bench install dev clean docs conformance image proto pure
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# The install compiles the hot modules with mypyc (setup.py) when a C compiler is present:
+# an edit to one of them takes effect once it is built again, so their sources are
+# prerequisites. VLLM_SIM_PURE_PYTHON=1 installs pure Python (`make pure` drops a build).
+NATIVE_SOURCES := setup.py $(wildcard src/vllm_sim/engine/*.py src/vllm_sim/engine/*/*.py src/vllm_sim/metrics/*.py)
+
+$(VENV)/.installed: pyproject.toml $(NATIVE_SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+$(VENV)/.dev-installed: pyproject.toml $(NATIVE_SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(VENV)/.installed $@
 
@@ -72,5 +77,11 @@ docs: install
 proto: dev
 	$(BIN)/python -m vllm_sim.proto.generate
 
+# Back to interpreted modules: the compiled ones removed, reinstalled without compiling.
+pure: | $(BIN)/python
+	find src -name '*.so' -delete
+	VLLM_SIM_PURE_PYTHON=1 $(BIN)/python -m pip install -q -e '.[dev]'
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build
+	find src -name '*.so' -delete

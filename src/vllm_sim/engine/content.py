@@ -7,6 +7,8 @@ import random
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import mypyc_attr
+
 from vllm_sim.engine.errors import EngineError, Refusal
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.dataset import ResponseDataset
@@ -38,6 +40,8 @@ _ANY_OBJECT = {
 }
 
 
+# Compiled by mypyc (setup.py): subclassed by tests and benchmarks, which are not.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ContentSource:
     """Fills a sequence's output tokens and finish reason when it starts running."""
 

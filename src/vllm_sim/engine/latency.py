@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 NS_PER_MS = 1_000_000
 
 CONSTANT = "constant"
@@ -54,6 +56,8 @@ def sample_ms(rng: random.Random, mean_ns: int, std_ns: int) -> int:
     return int(value)
 
 
+# Compiled by mypyc (setup.py): subclassed by tests and benchmarks, which are not.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LatencyModel:
     """Samples TTFT and inter-token delays for one engine (seconds, whole ms)."""
 

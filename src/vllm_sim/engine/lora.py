@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 
+from mypy_extensions import mypyc_attr
+
 
 class LoraRegistry:
     """Adapter name -> path, as loaded at start-up or through the API."""
@@ -28,6 +30,8 @@ class LoraRegistry:
         del self.paths[name]
 
 
+# Compiled by mypyc (setup.py): a test subclasses it to break its bookkeeping.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LoraSlots:
     def __init__(
         self,

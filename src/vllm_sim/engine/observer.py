@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 if TYPE_CHECKING:
     from vllm_sim.engine.request import GenerationRequest
     from vllm_sim.engine.sequence import Sequence
 
 
+# Compiled by mypyc (setup.py): subclassed by tests and benchmarks, which are not.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class EngineObserver:
     def sequence_queued(self, seq: Sequence) -> None:
         """The sequence entered the waiting queue (t_enqueued set)."""

@@ -22,6 +22,7 @@ from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.events import AllBlocksCleared, BlockStored, KvEvent
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencySettings
+from vllm_sim.engine.lora import LoraSlots
 from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.sequence import RequestStream, SeqState, Sequence
@@ -550,22 +551,28 @@ def test_a_latency_model_that_cannot_compute_does_not_wedge_the_engine() -> None
     run(body)
 
 
-def test_a_lora_bookkeeping_bug_releases_the_adapter_and_the_slot(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+class BrokenSlots(LoraSlots):
+    """LoRA slots whose admission check fails while `broken`."""
+
+    broken = True
+
+    def can_run(self, name: str) -> bool:
+        if self.broken:
+            raise Boom(name)
+        return super().can_run(name)
+
+
+def test_a_lora_bookkeeping_bug_releases_the_adapter_and_the_slot() -> None:
     async def body() -> None:
         engine = make_engine(max_num_seqs=1, ttft_ms=10)
+        slots = engine.lora_slots
+        broken = engine.lora_slots = BrokenSlots(slots.max_loras, slots.max_cpu_loras)
         req = request()
         req.lora = "adapter"
-
-        def broken(name: str) -> bool:
-            raise Boom(name)
-
-        monkeypatch.setattr(engine.lora_slots, "can_run", broken)
         stream = engine.submit(req)
         await stream.wait_done()
         assert_internal(stream)
-        monkeypatch.undo()
+        broken.broken = False
         assert engine.open_requests == 0 and not engine.lora_slots.running
         await served(engine)
 

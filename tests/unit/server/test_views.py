@@ -56,7 +56,9 @@ def test_views_read_the_config() -> None:
     assert serving.echo_request_id and serving.system_fingerprint.startswith("vllm-0.32.0-")
 
 
-def test_latency_durations_reach_the_engine_as_durations() -> None:
-    assert isinstance(
-        views.latency(load("--model", "m", "--time-to-first-token", "1s")).ttft, Duration
-    )
+def test_latency_durations_reach_the_engine_as_nanoseconds() -> None:
+    # Typed once, as a Duration (an int of nanoseconds), and never divided on the way.
+    ttft = load("--model", "m", "--time-to-first-token", "1s").time_to_first_token
+    assert isinstance(ttft, Duration)
+    assert views.latency(load("--model", "m", "--time-to-first-token", "1s")).ttft == ttft
+    assert ttft == 1_000_000_000

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 from vllm_sim.engine.sequence import SeqState, Sequence
 from vllm_sim.engine.timing.release import release_token
 from vllm_sim.perf import StepLoad, StepTimeModel
@@ -47,6 +49,8 @@ class _Step:
     tokens: int = 0  # tokens computed: prefill chunks plus one per decode
 
 
+# Compiled by mypyc (setup.py): subclassed by tests and benchmarks, which are not.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class StepLoop:
     """A TimingStrategy whose sequences advance in whole steps of a batch (see the module
     doc), each as long as `step_model` says, with `max_num_batched_tokens` a step."""

@@ -1,0 +1,65 @@
+"""The build compiles the hot modules with mypyc (setup.py): the suite runs against that
+build wherever one could be made, and a compiled module never hides a newer source."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import shutil
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SETUP = ROOT / "setup.py"
+
+
+def native_sources() -> list[Path]:
+    """setup.py's NATIVE list, read without running setup()."""
+    for node in ast.parse(SETUP.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "NATIVE" for t in node.targets
+        ):
+            return [ROOT / path for path in ast.literal_eval(node.value)]
+    raise AssertionError("setup.py has no NATIVE list")
+
+
+def module_name(source: Path) -> str:
+    return ".".join(source.relative_to(ROOT / "src").with_suffix("").parts)
+
+
+def built(source: Path) -> Path | None:
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    library = source.with_name(source.stem + suffix)
+    return library if library.exists() else None
+
+
+def test_every_native_module_exists_and_defines_no_msgspec_struct() -> None:
+    for source in native_sources():
+        assert source.exists(), source
+        assert "msgspec.Struct" not in source.read_text(), f"{source} cannot be compiled"
+
+
+def test_no_compiled_module_is_older_than_its_source() -> None:
+    stale = [
+        str(source.relative_to(ROOT))
+        for source in native_sources()
+        if (library := built(source)) is not None
+        and library.stat().st_mtime < source.stat().st_mtime
+    ]
+    assert not stale, f"{stale} changed since they were compiled: run `make dev` (or `make pure`)"
+
+
+@pytest.mark.skipif(
+    bool(os.environ.get("VLLM_SIM_PURE_PYTHON"))
+    or shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is None,
+    reason="a pure-Python install: no C compiler, or VLLM_SIM_PURE_PYTHON set",
+)
+def test_the_suite_runs_against_the_compiled_build() -> None:
+    for source in native_sources():
+        module = importlib.import_module(module_name(source))
+        assert module.__file__ is not None and not module.__file__.endswith(".py"), (
+            f"{module.__name__} is interpreted: the install did not compile it"
+        )
