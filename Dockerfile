@@ -15,9 +15,10 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/vllm-sim
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY src ./src
-# A regular (not editable) install: the runtime stage copies only the environment.
+# A regular (not editable) install: the runtime stage copies only the environment. This
+# base has no C compiler, so the hot modules stay interpreted (setup.py's fallback).
 RUN /opt/vllm-sim/bin/pip install . \
     && /opt/vllm-sim/bin/python -m compileall -q /opt/vllm-sim/lib
 

@@ -35,8 +35,8 @@ run: install
 	$(BIN)/vllm-sim --model $(MODEL) --port $(PORT) $(ARGS)
 
 lint: dev
-	$(BIN)/ruff check src tests bench conformance
-	$(BIN)/ruff format --check src tests bench conformance
+	$(BIN)/ruff check src tests bench conformance setup.py
+	$(BIN)/ruff format --check src tests bench conformance setup.py
 	$(BIN)/lint-imports --no-cache
 
 typecheck: dev
