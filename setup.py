@@ -12,9 +12,9 @@ from typing import Any
 
 from setuptools import setup
 
-# What compiles: the engine (its core, timing, KV cache, content), the metrics it records
-# into. Modules that define msgspec Structs stay interpreted (mypyc cannot compile a class
-# with another extension type's metaclass).
+# What compiles: the HTTP kernel's request path, the engine (its core, timing, KV cache,
+# content), the metrics it records into. Modules that define msgspec Structs stay
+# interpreted (mypyc cannot compile a class with another extension type's metaclass).
 NATIVE = [
     "src/vllm_sim/engine/admission.py",
     "src/vllm_sim/engine/budget.py",
@@ -47,6 +47,13 @@ NATIVE = [
     "src/vllm_sim/engine/generation/toolcalls.py",
     "src/vllm_sim/metrics/families.py",
     "src/vllm_sim/metrics/recorder.py",
+    "src/vllm_sim/http/connection.py",
+    "src/vllm_sim/http/exchange.py",
+    "src/vllm_sim/http/app.py",
+    "src/vllm_sim/http/wire.py",
+    "src/vllm_sim/http/messages.py",
+    "src/vllm_sim/http/limits.py",
+    "src/vllm_sim/http/state.py",
 ]
 
 

@@ -193,7 +193,10 @@ class HttpConnection(asyncio.Protocol):
         url = httptools.parse_url(self._url)
         path = url.path.decode("latin-1")
         cycle.path = unquote(path) if "%" in path else path
-        cycle.query = url.query or b""
+        # httptools' stub declares bytes, but a URL without a query has None: read untyped,
+        # so that compiled code does not check it as bytes.
+        query: bytes | None = getattr(url, "query", None)
+        cycle.query = b"" if query is None else query
         cycle.close_after = not parser.should_keep_alive() or self.state.closing
         if parser.should_upgrade():
             # Nothing here speaks another protocol: the request is answered as HTTP/1.1,
