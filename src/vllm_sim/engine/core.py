@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import NO_KV_LIMIT, RequestStream, SeqState, Sequence
 from vllm_sim.engine.timing.strategy import TimingStrategy
 from vllm_sim.engine.timing.token_clock import TokenClock
-from vllm_sim.engine.turn import WORK_PER_TURN, Turn
+from vllm_sim.engine.turn import Turn
 from vllm_sim.engine.view import EngineView
 
 log = logging.getLogger("vllm_sim")
@@ -283,11 +282,10 @@ class Engine:
         if self.lifecycle.paused is not None:
             return  # nothing starts while paused; resume() admits the queue
         self.admitting = True
-        turn = self.turn
         try:
             while self.num_running < self.limits.max_num_seqs:
-                if turn.work >= WORK_PER_TURN or time.perf_counter() >= turn.ends:
-                    self._defer_admission()  # Turn.over(), inline: this runs per sequence
+                if self.turn.over():
+                    self._defer_admission()
                     break
                 if self.start_next() is None:
                     break
