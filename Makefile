@@ -18,7 +18,7 @@ $(BIN)/python:
 # The install compiles the hot modules with mypyc (setup.py) when a C compiler is present:
 # an edit to one of them takes effect once it is built again, so their sources are
 # prerequisites. VLLM_SIM_PURE_PYTHON=1 installs pure Python (`make pure` drops a build).
-NATIVE_SOURCES := setup.py $(wildcard src/vllm_sim/engine/*.py src/vllm_sim/engine/*/*.py src/vllm_sim/metrics/*.py src/vllm_sim/http/*.py)
+NATIVE_SOURCES := setup.py $(shell sed -n 's/^    "\(src\/.*\.py\)",$$/\1/p' setup.py)
 
 $(VENV)/.installed: pyproject.toml $(NATIVE_SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .

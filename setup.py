@@ -54,6 +54,19 @@ NATIVE = [
     "src/vllm_sim/http/messages.py",
     "src/vllm_sim/http/limits.py",
     "src/vllm_sim/http/state.py",
+    "src/vllm_sim/frontend/pipeline.py",
+    "src/vllm_sim/frontend/context.py",
+    "src/vllm_sim/frontend/usage.py",
+    "src/vllm_sim/frontend/driver.py",
+    "src/vllm_sim/frontend/access.py",
+    "src/vllm_sim/frontend/failures.py",
+    "src/vllm_sim/frontend/request_rules.py",
+    "src/vllm_sim/frontend/omni.py",
+    "src/vllm_sim/frontend/errors.py",
+    "src/vllm_sim/transports/http/generation.py",
+    "src/vllm_sim/transports/http/conventions.py",
+    "src/vllm_sim/protocols/common/encoding.py",
+    "src/vllm_sim/protocols/common/answers.py",
 ]
 
 

@@ -16,6 +16,7 @@ from bench import (
     instructions,
     knee,
     kv,
+    pacing,
     report,
     startup,
     streaming,
@@ -47,6 +48,7 @@ BENCHMARKS = {
     fidelity.NAME: Benchmark(fidelity.run, fidelity.show),
     grpc_streaming.NAME: Benchmark(grpc_streaming.run, grpc_streaming.show),
     instructions.NAME: Benchmark(instructions.run, instructions.show),
+    pacing.NAME: Benchmark(pacing.run, pacing.show),
 }
 
 

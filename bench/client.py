@@ -63,6 +63,7 @@ class Recorder:
         self.latencies: list[float] = []
         self.ttft: list[float] = []
         self.itl: list[float] = []
+        self.lag: list[float] = []  # the client loop's own lateness, seconds
         self.bytes = 0
         self.events = 0
         self.streams = 0
@@ -237,6 +238,17 @@ async def drain(rec: Recorder, timeout: float) -> int:
     return rec.busy
 
 
+LAG_TICK = 0.001
+
+
+async def watch_lag(rec: Recorder) -> None:
+    """Records how late this loop wakes for a LAG_TICK timer inside the window."""
+    await sleep_until(rec.start)
+    while (now := perf_counter()) < rec.end:
+        await asyncio.sleep(LAG_TICK)
+        rec.lag.append(max(0.0, perf_counter() - now - LAG_TICK))
+
+
 async def measure_window(
     rec: Recorder, server_pid: int, drain_timeout: float
 ) -> tuple[CpuSample, CpuSample, int]:
@@ -274,7 +286,9 @@ async def run(spec: LoadSpec) -> LoadResult:
     rec.start = perf_counter() + spec.warmup
     rec.end = rec.start + spec.duration
     conns = await _connect(spec, rec, encode_request(spec))
+    lag = asyncio.ensure_future(watch_lag(rec))
     before, after, unfinished = await measure_window(rec, spec.server_pid, spec.drain_timeout)
+    await lag
     for conn in conns:
         conn.close()
     await asyncio.sleep(0.05)  # let the closes reach the server
@@ -305,6 +319,7 @@ def load_result(
         client_cpu=_share(after.client - before.client, wall),
         server_cpu=_delta_share(before.server, after.server, wall),
         core_busy=_delta_share(before.core, after.core, wall),
+        client_lag=percentiles(rec.lag),
     )
 
 

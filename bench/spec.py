@@ -63,6 +63,9 @@ class LoadResult(msgspec.Struct, frozen=True):
     client_cpu: float  # CPU use of the load client over the window (1.0 = one core)
     server_cpu: float | None  # CPU use of the server over the window, when known
     core_busy: float | None  # how busy the server's CPU was (the server and anything else)
+    # How late the client's own event loop woke for a 1 ms timer over the window: a client
+    # that lags reports gaps it made itself.
+    client_lag: Percentiles = Percentiles(0, 0.0, 0.0, 0.0, 0.0)
 
     @property
     def others_on_core(self) -> float | None:

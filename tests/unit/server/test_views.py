@@ -22,6 +22,11 @@ def _compatible(given: Any, wanted: Any) -> bool:
         return True
     if isinstance(given, type) and isinstance(wanted, type):
         return issubclass(given, wanted)
+    origin = typing.get_origin(given)
+    if isinstance(origin, type) and isinstance(wanted, type) and wanted is not object:
+        # A view compiled by mypyc keeps a generic field's runtime class alone (tuple for
+        # tuple[str, ...]): its type arguments are checked by mypy instead.
+        return issubclass(origin, wanted)
     if typing.get_origin(wanted) in (typing.Union, types.UnionType):
         return any(_compatible(given, arm) for arm in typing.get_args(wanted))
     return typing.get_origin(given) is typing.Literal and wanted is str

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import msgspec
+from mypy_extensions import mypyc_attr
 
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.sequence import RequestStream, Sequence
@@ -24,6 +25,8 @@ def error_event(error: RequestError) -> bytes:
     return b"data: " + error_body(error) + b"\n\ndata: [DONE]\n\n"
 
 
+# Compiled by mypyc (setup.py): each protocol's chunk encoder, interpreted, derives from it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class OpenAIStreamErrors:
     """The error event of OpenAI-style streams: the error body, then [DONE]."""
 
@@ -59,14 +62,16 @@ def answer_shape(call: Call[Any], prefix: str) -> AnswerShape:
     )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class OpenAIChunks(OpenAIStreamErrors):
     """What chat and completion chunks share: one choice per chunk, spliced from bytes
     precomputed per request around each token; the last token's chunk carries the finish
     (vLLM sends no chunk of its own for it); then the usage chunk and [DONE]."""
 
-    OBJECT = ""  # the chunks' `object`
-
-    def __init__(self, stream: RequestStream, shape: AnswerShape) -> None:
+    def __init__(self, stream: RequestStream, shape: AnswerShape, kind: str) -> None:
+        """`kind`: the chunks' `object` (a subclass's own: compiled, a class attribute
+        overridden by an interpreted subclass would not be seen here)."""
+        self._object = kind
         self._stream = stream
         self._shape = shape
         self._created = int(stream.request.arrival_time)
@@ -76,7 +81,7 @@ class OpenAIChunks(OpenAIStreamErrors):
             b'data: {"id":'
             + json_str(shape.rid)
             + b',"object":'
-            + json_str(self.OBJECT)
+            + json_str(kind)
             + b',"created":'
             + str(self._created).encode()
             + b',"model":'
@@ -128,7 +133,7 @@ class OpenAIChunks(OpenAIStreamErrors):
             return b"data: [DONE]\n\n"
         chunk = {
             "id": self._shape.rid,
-            "object": self.OBJECT,
+            "object": self._object,
             "created": self._created,
             "model": self._shape.model,
             "choices": [],

@@ -309,12 +309,10 @@ def _text_block_delta(piece: str) -> bytes:
 class ChatChunks(OpenAIChunks):
     """Chat completion chunks, spliced from precomputed bytes around each token."""
 
-    OBJECT = "chat.completion.chunk"
-
     def __init__(
         self, stream: RequestStream, shape: AnswerShape, top: int, tool_mode: ToolMode
     ) -> None:
-        super().__init__(stream, shape)
+        super().__init__(stream, shape, "chat.completion.chunk")
         self._logprobs = ChatLogprobs(top) if top >= 0 else None
         self._tool_mode = tool_mode
         self._plain_tail = b'},"logprobs":null,"finish_reason":null,"token_ids":null}]}\n\n'

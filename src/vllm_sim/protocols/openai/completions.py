@@ -215,10 +215,8 @@ class CompletionChunks(OpenAIChunks):
     """Text completion chunks: no role chunk, one chunk per token, the last carrying the
     finish; an echo leads the first chunk of each choice."""
 
-    OBJECT = "text_completion"
-
     def __init__(self, call: Call[CompletionRequest], shape: AnswerShape) -> None:
-        super().__init__(call.stream, shape)
+        super().__init__(call.stream, shape, "text_completion")
         self._how = ChoiceShape(call, shape)
         self._offsets: dict[int, int] = {}
         self._started: set[int] = set()  # choices whose first chunk was sent
