@@ -12,8 +12,10 @@ from typing import Any
 
 from setuptools import setup
 
-# What compiles: the HTTP kernel's request path, the engine (its core, timing, KV cache,
-# content), the metrics it records into. Modules that define msgspec Structs stay
+# What compiles: the HTTP kernel's request path, the front end's pipeline and token driver,
+# the engine (its core, timing, KV cache, content, the simulated tokenizer), the metrics it
+# records into, and the protocol code every request or token runs (conversations, chat
+# chunks, logprobs, the OpenAI encoding helpers). Modules that define msgspec Structs stay
 # interpreted (mypyc cannot compile a class with another extension type's metaclass).
 NATIVE = [
     "src/vllm_sim/engine/admission.py",
@@ -67,6 +69,13 @@ NATIVE = [
     "src/vllm_sim/transports/http/conventions.py",
     "src/vllm_sim/protocols/common/encoding.py",
     "src/vllm_sim/protocols/common/answers.py",
+    "src/vllm_sim/engine/tokenizer/fnv.py",
+    "src/vllm_sim/engine/tokenizer/memo.py",
+    "src/vllm_sim/engine/tokenizer/simulated.py",
+    "src/vllm_sim/engine/tokenizer/vocab.py",
+    "src/vllm_sim/protocols/common/conversation.py",
+    "src/vllm_sim/protocols/common/logprobs.py",
+    "src/vllm_sim/protocols/openai/chat_stream.py",
 ]
 
 

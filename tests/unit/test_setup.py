@@ -63,3 +63,22 @@ def test_the_suite_runs_against_the_compiled_build() -> None:
         assert module.__file__ is not None and not module.__file__.endswith(".py"), (
             f"{module.__name__} is interpreted: the install did not compile it"
         )
+
+
+# Made for every request or engine step by compiled modules: each writes its own
+# __init__, since the one dataclasses writes is interpreted even in a compiled class.
+PER_REQUEST_DATACLASSES = [
+    ("vllm_sim.engine.request", "Prompt"),
+    ("vllm_sim.engine.request", "GenerationRequest"),
+    ("vllm_sim.engine.timing.steps", "_Step"),
+    ("vllm_sim.frontend.usage", "Usage"),
+    ("vllm_sim.http.messages", "Response"),
+    ("vllm_sim.http.messages", "StreamingResponse"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), PER_REQUEST_DATACLASSES)
+def test_dataclasses_made_per_request_write_their_own_init(module: str, name: str) -> None:
+    cls = getattr(importlib.import_module(module), name)
+    assert cls.__dataclass_params__.init is False
+    assert "__init__" in vars(cls)

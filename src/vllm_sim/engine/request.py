@@ -11,23 +11,41 @@ from vllm_sim.engine.generation.stops import StopRules
 from vllm_sim.engine.generation.toolcalls import ToolPlan
 
 
-@dataclass(slots=True)
+# init=False: mypyc compiles a hand-written __init__; the one dataclasses writes stays
+# interpreted, and costs several times more for every request that makes one.
+@dataclass(slots=True, init=False)
 class Prompt:
     """One prompt: its token ids, and what echo mode repeats back."""
 
     token_ids: list[int]
     # Echo mode repeats this text; None means "echo the token ids" (pre-tokenized prompts).
-    echo_text: str | None = None
+    echo_text: str | None
     # Multimodal features (render shape), so image blocks hash with their image.
-    features: Mapping[str, Mapping[str, Any]] | None = None
+    features: Mapping[str, Mapping[str, Any]] | None
     # In echo mode, echo_text's tokens, made where the request is read (off the event
     # loop for a large one) rather than when the sequence starts.
-    echo_tokens: tuple[list[int], list[str]] | None = None
+    echo_tokens: tuple[list[int], list[str]] | None
     # Its full blocks' hashes, set by the engine at submission (none: no prefix caching).
-    block_hashes: Sequence[int] = ()
+    block_hashes: Sequence[int]
     # The cached prefix (tokens) when the prompt's first sequence looked it up: what the
     # request found in the cache, before its own copies stored anything.
-    first_hit: int | None = None
+    first_hit: int | None
+
+    def __init__(
+        self,
+        token_ids: list[int],
+        echo_text: str | None = None,
+        features: Mapping[str, Mapping[str, Any]] | None = None,
+        echo_tokens: tuple[list[int], list[str]] | None = None,
+        block_hashes: Sequence[int] = (),
+        first_hit: int | None = None,
+    ) -> None:
+        self.token_ids = token_ids
+        self.echo_text = echo_text
+        self.features = features
+        self.echo_tokens = echo_tokens
+        self.block_hashes = block_hashes
+        self.first_hit = first_hit
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +55,9 @@ class JsonPlan:
     schema: Mapping[str, Any] | None
 
 
-@dataclass(slots=True)
+# init=False: mypyc compiles a hand-written __init__; the one dataclasses writes stays
+# interpreted, and costs several times more for every request that makes one.
+@dataclass(slots=True, init=False)
 class GenerationRequest:
     """What the engine needs to run a request, whatever protocol it came in on.
 
@@ -48,29 +68,81 @@ class GenerationRequest:
     request_id: str
     model: str  # the model name responses and metrics carry
     prompts: list[Prompt]
-    n: int = 1
-    max_tokens: int | None = None
-    ignore_eos: bool = False
-    do_remote_prefill: bool = False
-    do_remote_decode: bool = False
-    lora: str | None = None  # adapter name when the request targets a LoRA
-    with_image: bool = False  # omni: an image follows the text
-    tools: ToolPlan | None = None
-    json_output: JsonPlan | None = None
-    cache_hit_threshold: float | None = None  # the request's own, if it sent one
-    force_cache_threshold: bool = False  # X-Cache-Threshold-Finish-Reason: true
-    arrival_time: float = 0.0  # wall clock (time.time()) when the request arrived
+    n: int
+    max_tokens: int | None
+    ignore_eos: bool
+    do_remote_prefill: bool
+    do_remote_decode: bool
+    lora: str | None  # adapter name when the request targets a LoRA
+    with_image: bool  # omni: an image follows the text
+    tools: ToolPlan | None
+    json_output: JsonPlan | None
+    cache_hit_threshold: float | None  # the request's own, if it sent one
+    force_cache_threshold: bool  # X-Cache-Threshold-Finish-Reason: true
+    arrival_time: float  # wall clock (time.time()) when the request arrived
     # The engine clock's reading when the server began to read the request (None: when it
     # was submitted); the latencies vLLM reports count from it.
-    received: float | None = None
+    received: float | None
     # A pooling request (embeddings): its prompts are prefilled and nothing is generated;
     # it queues, takes a slot and is timed by the prefill model like any other.
-    pooling: bool = False
+    pooling: bool
     # Param named in a context-length error (the field that carried max_tokens, if any).
-    max_tokens_field: str = "max_tokens"
-    logprobs: int | None = None  # alternatives the answer lists per token; None: no logprobs
-    stops: StopRules | None = None
-    prompt_logprobs: int | None = None  # alternatives listed per prompt token
-    seed: int | None = None  # the same seed, the same answer (choices differ among them)
-    greedy: bool = False  # temperature 0: the same prompt, the same answer, in every choice
-    rng: random.Random | None = None  # the seeded generator, made at the first choice
+    max_tokens_field: str
+    logprobs: int | None  # alternatives the answer lists per token; None: no logprobs
+    stops: StopRules | None
+    prompt_logprobs: int | None  # alternatives listed per prompt token
+    seed: int | None  # the same seed, the same answer (choices differ among them)
+    greedy: bool  # temperature 0: the same prompt, the same answer, in every choice
+    rng: random.Random | None  # the seeded generator, made at the first choice
+
+    def __init__(
+        self,
+        request_id: str,
+        model: str,
+        prompts: list[Prompt],
+        n: int = 1,
+        max_tokens: int | None = None,
+        ignore_eos: bool = False,
+        do_remote_prefill: bool = False,
+        do_remote_decode: bool = False,
+        lora: str | None = None,
+        with_image: bool = False,
+        tools: ToolPlan | None = None,
+        json_output: JsonPlan | None = None,
+        cache_hit_threshold: float | None = None,
+        force_cache_threshold: bool = False,
+        arrival_time: float = 0.0,
+        received: float | None = None,
+        pooling: bool = False,
+        max_tokens_field: str = "max_tokens",
+        logprobs: int | None = None,
+        stops: StopRules | None = None,
+        prompt_logprobs: int | None = None,
+        seed: int | None = None,
+        greedy: bool = False,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.request_id = request_id
+        self.model = model
+        self.prompts = prompts
+        self.n = n
+        self.max_tokens = max_tokens
+        self.ignore_eos = ignore_eos
+        self.do_remote_prefill = do_remote_prefill
+        self.do_remote_decode = do_remote_decode
+        self.lora = lora
+        self.with_image = with_image
+        self.tools = tools
+        self.json_output = json_output
+        self.cache_hit_threshold = cache_hit_threshold
+        self.force_cache_threshold = force_cache_threshold
+        self.arrival_time = arrival_time
+        self.received = received
+        self.pooling = pooling
+        self.max_tokens_field = max_tokens_field
+        self.logprobs = logprobs
+        self.stops = stops
+        self.prompt_logprobs = prompt_logprobs
+        self.seed = seed
+        self.greedy = greedy
+        self.rng = rng

@@ -8,11 +8,20 @@ from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.sequence import Sequence
 
 
-@dataclass(slots=True)  # not frozen: a frozen dataclass pays for every field it sets
+# init=False: mypyc compiles a hand-written __init__; the one dataclasses writes stays
+# interpreted, and costs several times more for every request that makes one.
+@dataclass(slots=True, init=False)  # not frozen: a frozen one pays for every field it sets
 class Usage:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int | None  # None: a cache_threshold answer reports no details
+
+    def __init__(
+        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None
+    ) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+        self.cached_tokens = cached_tokens
 
     @property
     def total_tokens(self) -> int:

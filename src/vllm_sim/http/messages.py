@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from vllm_sim.errors import RequestError
@@ -99,17 +99,31 @@ class HttpRequest:
         return self._watch(callback)
 
 
-@dataclass(slots=True)
+# init=False: mypyc compiles a hand-written __init__; the one dataclasses writes stays
+# interpreted, and costs several times more for every request that makes one.
+@dataclass(slots=True, init=False)
 class Response:
     """A complete response body."""
 
     status: int
     body: bytes
-    content_type: bytes = JSON
-    headers: Headers = field(default_factory=list)
+    content_type: bytes
+    headers: Headers
+
+    def __init__(
+        self,
+        status: int,
+        body: bytes,
+        content_type: bytes = JSON,
+        headers: Headers | None = None,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+        self.headers = [] if headers is None else headers
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # as Response's
 class StreamingResponse:
     """A response whose body is produced piece by piece (server-sent events).
 
@@ -119,9 +133,21 @@ class StreamingResponse:
     """
 
     produce: Callable[[BodyWriter], Awaitable[None]]
-    status: int = 200
-    content_type: bytes = b"text/event-stream; charset=utf-8"
-    headers: Headers = field(default_factory=list)
+    status: int
+    content_type: bytes
+    headers: Headers
+
+    def __init__(
+        self,
+        produce: Callable[[BodyWriter], Awaitable[None]],
+        status: int = 200,
+        content_type: bytes = b"text/event-stream; charset=utf-8",
+        headers: Headers | None = None,
+    ) -> None:
+        self.produce = produce
+        self.status = status
+        self.content_type = content_type
+        self.headers = [] if headers is None else headers
 
 
 AnyResponse = Response | StreamingResponse

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from vllm_sim.http.limits import ConnectionLimits
 from vllm_sim.http.messages import Dialect
 from vllm_sim.http.sniffing_listener import SniffingListener
+from vllm_sim.http.splice import Upstream
 from vllm_sim.http.state import Application, ServerState
 
 _SWEEP_INTERVAL = 0.5
@@ -41,11 +42,11 @@ class HttpServer:
         return self.state.port
 
     @property
-    def grpc_target(self) -> str | None:
+    def grpc_target(self) -> Upstream | None:
         return self.state.grpc_target
 
     @grpc_target.setter
-    def grpc_target(self, target: str | None) -> None:
+    def grpc_target(self, target: Upstream | None) -> None:
         self.state.grpc_target = target
 
     async def listen(

@@ -14,10 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import cast
 
 log = logging.getLogger("vllm_sim.http")
+
+# Where a handed-over connection goes: the local socket of the server behind it, awaited
+# per connection, so that server may be started by its first connection.
+Upstream = Callable[[], Awaitable[str]]
 
 # What every HTTP/2 connection opens with (RFC 9113, section 3.4).
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -45,7 +49,7 @@ class Splice(asyncio.Protocol):
         self,
         client: asyncio.Transport,
         first: bytes,
-        target: str,
+        target: Upstream,
         on_closed: Callable[[Splice], None],
     ) -> None:
         self.client = client
@@ -59,13 +63,19 @@ class Splice(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self._connecting = loop.create_task(self._connect(loop, target))
 
-    async def _connect(self, loop: asyncio.AbstractEventLoop, target: str) -> None:
+    async def _connect(self, loop: asyncio.AbstractEventLoop, target: Upstream) -> None:
+        try:
+            address = await target()
+        except Exception as exc:  # the server behind could not start: this connection ends
+            log.warning("the gRPC server is not available: %s", exc)
+            self.close()
+            return
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.setblocking(False)
         try:
             # Connected here, then handed over: uvloop takes no abstract names (a leading
             # NUL) as a path, the socket module does.
-            await loop.sock_connect(sock, target)
+            await loop.sock_connect(sock, address)
             transport, _ = await loop.create_unix_connection(lambda: _Upstream(self), sock=sock)
         except OSError as exc:
             sock.close()

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from vllm_sim.http.limits import ConnectionLimits
 from vllm_sim.http.messages import Dialect
+from vllm_sim.http.splice import Upstream
 from vllm_sim.http.wire import DateHeader
 
 log = logging.getLogger("vllm_sim.http")
@@ -91,9 +92,9 @@ class ServerState:
         self.shed = 0  # connections closed to make room for new ones
         # Read once: the access log's level is set before the server starts.
         self.log_access = access_log.isEnabledFor(logging.INFO)
-        # The local socket of a gRPC server sharing this port: connections that open with
-        # the HTTP/2 preface are spliced to it (see splice.py). None: HTTP/1.1 only.
-        self.grpc_target: str | None = None
+        # The gRPC server sharing this port: connections that open with the HTTP/2
+        # preface are spliced to its local socket (see splice.py). None: HTTP/1.1 only.
+        self.grpc_target: Upstream | None = None
         self.splices: set[Spliced] = set()
         self.all_closed: asyncio.Future[None] | None = None  # set while shutting down
 

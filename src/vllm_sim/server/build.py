@@ -7,7 +7,7 @@ import random
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_sim.config import Config, FakeMetrics
 from vllm_sim.engine.clock import ScaledScheduler
@@ -43,17 +43,18 @@ from vllm_sim.metrics.recorder import MetricsRecorder
 from vllm_sim.perf import StepTimeModel
 from vllm_sim.protocols.openai.response_store import ResponseStore
 from vllm_sim.protocols.ops.health import Readiness
-from vllm_sim.protocols.vllm.grpc_generate import GENERATE_PATH
+from vllm_sim.protocols.vllm.grpc_names import GENERATE_PATH
 from vllm_sim.protocols.vllm.server_info import VLLM_VERSION
 from vllm_sim.server import views
 from vllm_sim.server.control import LiveConfig
 from vllm_sim.server.dataset_setup import load_dataset
-from vllm_sim.server.grpc_server import GrpcServer
-from vllm_sim.transports.grpc.service import GrpcState
 from vllm_sim.transports.http.conventions import OPENAI_DIALECT
 from vllm_sim.transports.http.routes import Access, build_routes
 
 MB = 1024 * 1024
+
+if TYPE_CHECKING:
+    from vllm_sim.server.grpc_server import GrpcServer
 
 
 @dataclass(slots=True)
@@ -161,6 +162,10 @@ def _grpc(cfg: Config, rank: int, ctx: ApiContext, access: Access) -> Callable[[
     extra_port = None if cfg.grpc_port is None else (cfg.host, cfg.grpc_port + rank)
 
     def grpc(started: float) -> GrpcServer:
+        # Imported here: gRPC's library is loaded only by a server that serves a call.
+        from vllm_sim.server.grpc_server import GrpcServer
+        from vllm_sim.transports.grpc.service import GrpcState
+
         state = GrpcState(
             gate,
             ctx.drain,

@@ -22,7 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from vllm_sim.frontend.context import ApiContext
-from vllm_sim.protocols.vllm.grpc_generate import SERVICE
+from vllm_sim.protocols.vllm.grpc_names import SERVICE
 from vllm_sim.transports.grpc.caller import Context
 from vllm_sim.transports.grpc.service import GrpcState, VllmEngineServicer, engine_handler
 

@@ -18,6 +18,7 @@ from vllm_sim.http.limits import ConnectionLimits
 from vllm_sim.http.server import HttpServer
 from vllm_sim.http.splice import ALPN_PROTOCOLS
 from vllm_sim.server.build import Instance
+from vllm_sim.server.grpc_side import GrpcSide
 from vllm_sim.server.tls import TlsSetup
 
 log = logging.getLogger("vllm_sim")
@@ -71,23 +72,24 @@ class SimulatorServer:
             app.handle, app.max_body_bytes, HttpConnection, limits, dialect=app.dialect
         )
         context = None if self._tls is None else self._tls.context
-        grpc_server = None
+        grpc_side = None
         if instance.grpc is not None:
-            try:
-                grpc_server = instance.grpc(time.monotonic())
-            except RuntimeError as exc:  # grpc's way of saying a port cannot be had
-                log.error("cannot serve gRPC on --grpc-port %s: %s", cfg.grpc_port, exc)
-                return 1
-            await grpc_server.start()
-            server.grpc_target = grpc_server.target
+            grpc_side = GrpcSide(instance.grpc, time.monotonic())
+            if cfg.grpc_port is not None:  # a port of its own: nothing else would start it
+                try:
+                    await grpc_side.target()
+                except RuntimeError as exc:  # grpc's way of saying a port cannot be had
+                    log.error("cannot serve gRPC on --grpc-port %s: %s", cfg.grpc_port, exc)
+                    return 1
+            server.grpc_target = grpc_side.target
             if context is not None:
                 context.set_alpn_protocols(list(ALPN_PROTOCOLS))
         try:
             await server.listen(self._host, instance.port, context)
         except OSError as exc:
             log.error("cannot listen on %s:%d: %s", self._host, instance.port, exc.strerror)
-            if grpc_server is not None:
-                await grpc_server.stop(0)
+            if grpc_side is not None:
+                await grpc_side.stop(0)
             return 1
         self._announce()
         loop = asyncio.get_running_loop()
@@ -102,8 +104,8 @@ class SimulatorServer:
             await self._stopped.wait()
         for task in background:
             task.cancel()
-        if grpc_server is not None:
-            await grpc_server.stop(CLOSE_GRACE)
+        if grpc_side is not None:
+            await grpc_side.stop(CLOSE_GRACE)
         await server.shutdown(CLOSE_GRACE)
         return self.exit_status
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mypy_extensions import mypyc_attr
@@ -38,15 +38,23 @@ if TYPE_CHECKING:
     from vllm_sim.engine.timing.strategy import SchedulerCore
 
 
-@dataclass(slots=True)
+# init=False: mypyc compiles a hand-written __init__; the one dataclasses writes stays
+# interpreted, and costs several times more for every request that makes one.
+@dataclass(slots=True, init=False)
 class _Step:
     """One step in flight: what it scheduled, each with the sequence's preemption count
     then (a sequence preempted meanwhile is recomputed, and this step's work is lost)."""
 
     started: float
     ends: float
-    work: list[tuple[Sequence, int, int]] = field(default_factory=list)  # seq, chunk, epoch
-    tokens: int = 0  # tokens computed: prefill chunks plus one per decode
+    work: list[tuple[Sequence, int, int]]  # seq, chunk, epoch
+    tokens: int  # tokens computed: prefill chunks plus one per decode
+
+    def __init__(self, started: float, ends: float) -> None:
+        self.started = started
+        self.ends = ends
+        self.work = []
+        self.tokens = 0
 
 
 # Compiled by mypyc (setup.py): subclassed by tests and benchmarks, which are not.

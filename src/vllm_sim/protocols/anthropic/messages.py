@@ -23,13 +23,15 @@ from vllm_sim.frontend.context import ApiContext
 from vllm_sim.frontend.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.http.messages import AnyResponse, HttpRequest
 from vllm_sim.protocols.common.answers import json_response
-from vllm_sim.protocols.common.conversation import (
+from vllm_sim.protocols.common.chat_messages import (
     ChatMessage,
     ContentBlock,
     FunctionCall,
     MediaUrl,
-    TemplateChoices,
     ToolCall,
+)
+from vllm_sim.protocols.common.conversation import (
+    TemplateChoices,
     flat_function_tools,
     read_conversation,
     render,

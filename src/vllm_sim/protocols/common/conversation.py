@@ -13,47 +13,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import msgspec
-
 from vllm_sim.engine.tokenizer import ChatInput, ChatTurn, TemplateError, Tokenizer, fnv1a_32
 from vllm_sim.errors import RequestError
-
-
-class MediaUrl(msgspec.Struct):
-    url: str = ""
-
-
-class InputAudio(msgspec.Struct):
-    data: str = ""
-    format: str = ""
-
-
-class ContentBlock(msgspec.Struct):
-    type: str
-    text: str | None = None
-    image_url: MediaUrl | None = None
-    input_audio: InputAudio | None = None
-    video_url: MediaUrl | None = None
-    audio_url: MediaUrl | None = None
-
-
-class FunctionCall(msgspec.Struct):
-    name: str = ""
-    arguments: str = ""
-
-
-class ToolCall(msgspec.Struct):
-    function: FunctionCall
-    id: str | None = None
-    type: str = "function"
-
-
-class ChatMessage(msgspec.Struct):
-    role: str
-    content: str | list[ContentBlock] | None = None
-    tool_calls: list[ToolCall] | None = None
-    tool_call_id: str | None = None
-    name: str | None = None
+from vllm_sim.protocols.common.chat_messages import ChatMessage, ContentBlock
 
 
 @dataclass(frozen=True, slots=True)

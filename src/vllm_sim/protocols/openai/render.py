@@ -14,12 +14,8 @@ from vllm_sim.frontend.body import decode_body
 from vllm_sim.frontend.context import ApiContext
 from vllm_sim.http.messages import AnyResponse, HttpRequest
 from vllm_sim.protocols.common.answers import json_response
-from vllm_sim.protocols.common.conversation import (
-    ChatMessage,
-    mm_features,
-    read_conversation,
-    render,
-)
+from vllm_sim.protocols.common.chat_messages import ChatMessage
+from vllm_sim.protocols.common.conversation import mm_features, read_conversation, render
 from vllm_sim.protocols.openai.chat import ChatRequest
 from vllm_sim.protocols.openai.completions import parse_prompts
 

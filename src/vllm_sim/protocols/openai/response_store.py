@@ -18,7 +18,7 @@ import msgspec
 from vllm_sim.errors import RequestError
 from vllm_sim.http.app import path_parameter
 from vllm_sim.http.messages import JSON, AnyResponse, Handler, HttpRequest, Response
-from vllm_sim.protocols.common.conversation import ChatMessage
+from vllm_sim.protocols.common.chat_messages import ChatMessage
 
 MAX_STORED_RESPONSES = 10_000
 MAX_STORED_BYTES = 256 * 1024 * 1024

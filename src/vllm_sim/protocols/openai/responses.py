@@ -25,14 +25,16 @@ from vllm_sim.frontend.capabilities import Capabilities
 from vllm_sim.frontend.context import ApiContext
 from vllm_sim.frontend.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.frontend.envelope import encode_json
-from vllm_sim.protocols.common.conversation import (
+from vllm_sim.protocols.common.chat_messages import (
     ChatMessage,
     ContentBlock,
     FunctionCall,
     InputAudio,
     MediaUrl,
-    TemplateChoices,
     ToolCall,
+)
+from vllm_sim.protocols.common.conversation import (
+    TemplateChoices,
     flat_function_tools,
     read_conversation,
     render,

@@ -22,9 +22,7 @@ from vllm_sim.proto import engine_pb2 as pb
 from vllm_sim.protocols.common.logprobs import check_logprobs_count
 from vllm_sim.protocols.common.prompts import in_vocabulary
 from vllm_sim.protocols.common.sampling import EngineSampling, check_sampling, engine_sampled
-
-SERVICE = "vllm.grpc.engine.VllmEngine"
-GENERATE_PATH = f"/{SERVICE}/Generate"
+from vllm_sim.protocols.vllm.grpc_names import GENERATE_PATH
 
 
 class GrpcSampling(EngineSampling, kw_only=True):

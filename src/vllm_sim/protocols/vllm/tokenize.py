@@ -11,7 +11,8 @@ from vllm_sim.frontend.body import decode_body
 from vllm_sim.frontend.context import ApiContext
 from vllm_sim.http.messages import AnyResponse, HttpRequest
 from vllm_sim.protocols.common.answers import json_response
-from vllm_sim.protocols.common.conversation import ChatMessage, read_conversation, render
+from vllm_sim.protocols.common.chat_messages import ChatMessage
+from vllm_sim.protocols.common.conversation import read_conversation, render
 
 
 class TokenizeRequest(msgspec.Struct):

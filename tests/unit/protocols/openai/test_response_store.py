@@ -3,7 +3,7 @@ nothing when it is off."""
 
 from __future__ import annotations
 
-from vllm_sim.protocols.common.conversation import ChatMessage
+from vllm_sim.protocols.common.chat_messages import ChatMessage
 from vllm_sim.protocols.openai.response_store import ResponseStore
 
 HI = [ChatMessage("user", "hi")]
