@@ -20,11 +20,15 @@ $(BIN)/python:
 # prerequisites. VLLM_SIM_PURE_PYTHON=1 installs pure Python (`make pure` drops a build).
 NATIVE_SOURCES := setup.py $(shell sed -n 's/^    "\(src\/.*\.py\)",$$/\1/p' setup.py)
 
+# A build from before leaves extensions beside the sources, and an extension shadows its
+# .py: they go first, so a module dropped from the list is not served from an old build.
 $(VENV)/.installed: pyproject.toml $(NATIVE_SOURCES) | $(BIN)/python
+	find src -name '*.so' -delete
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml $(NATIVE_SOURCES) | $(BIN)/python
+	find src -name '*.so' -delete
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(VENV)/.installed $@
 

@@ -13,10 +13,13 @@ from typing import Any
 from setuptools import setup
 
 # What compiles: the HTTP kernel's request path, the front end's pipeline and token driver,
-# the engine (its core, timing, KV cache, content, the simulated tokenizer), the metrics it
-# records into, and the protocol code every request or token runs (conversations, chat
-# chunks, logprobs, the OpenAI encoding helpers). Modules that define msgspec Structs stay
-# interpreted (mypyc cannot compile a class with another extension type's metaclass).
+# the engine (its core, timing, KV cache, content), the metrics it records into, and the
+# protocol code every token of a stream runs (chat chunks, the OpenAI encoding helpers).
+# Modules that define msgspec Structs stay interpreted (mypyc cannot compile a class with
+# another extension type's metaclass), and so do those that do bulk work on worker threads
+# (tokenizing a large prompt, reading a long conversation, a large answer's logprobs):
+# compiled code never lets go of the GIL between its own steps, so a long loop in it would
+# hold the event loop's thread off for its whole length.
 NATIVE = [
     "src/vllm_sim/engine/admission.py",
     "src/vllm_sim/engine/budget.py",
@@ -41,6 +44,7 @@ NATIVE = [
     "src/vllm_sim/engine/kvcache/cache.py",
     "src/vllm_sim/engine/kvcache/hashing.py",
     "src/vllm_sim/engine/kvcache/manager.py",
+    "src/vllm_sim/engine/generation/draws.py",
     "src/vllm_sim/engine/generation/echo.py",
     "src/vllm_sim/engine/generation/lengths.py",
     "src/vllm_sim/engine/generation/logprobs.py",
@@ -69,12 +73,7 @@ NATIVE = [
     "src/vllm_sim/transports/http/conventions.py",
     "src/vllm_sim/protocols/common/encoding.py",
     "src/vllm_sim/protocols/common/answers.py",
-    "src/vllm_sim/engine/tokenizer/fnv.py",
-    "src/vllm_sim/engine/tokenizer/memo.py",
-    "src/vllm_sim/engine/tokenizer/simulated.py",
-    "src/vllm_sim/engine/tokenizer/vocab.py",
-    "src/vllm_sim/protocols/common/conversation.py",
-    "src/vllm_sim/protocols/common/logprobs.py",
+    "src/vllm_sim/engine/tokenizer/base.py",
     "src/vllm_sim/protocols/openai/chat_stream.py",
 ]
 

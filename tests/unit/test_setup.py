@@ -42,6 +42,17 @@ def test_every_native_module_exists_and_defines_no_msgspec_struct() -> None:
         assert "msgspec.Struct" not in source.read_text(), f"{source} cannot be compiled"
 
 
+def test_every_compiled_module_in_the_tree_is_one_setup_compiles() -> None:
+    # An extension shadows its .py: one left by an older build would be imported instead.
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    listed = {str(source.relative_to(ROOT)) for source in native_sources()}
+    built_here = {
+        str(path.relative_to(ROOT)).removesuffix(suffix) + ".py"
+        for path in (ROOT / "src" / "vllm_sim").rglob("*" + suffix)
+    }
+    assert built_here <= listed, sorted(built_here - listed)
+
+
 def test_no_compiled_module_is_older_than_its_source() -> None:
     stale = [
         str(source.relative_to(ROOT))

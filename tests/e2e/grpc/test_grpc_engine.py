@@ -17,6 +17,7 @@ import pytest
 from tests.support.grpc_client import engine_stub, wait_for_requests
 from tests.support.metrics import scrape
 from tests.support.server import SimServer
+from vllm_sim.engine.tokenizer.simulated import EOS_TOKEN_ID
 from vllm_sim.proto import engine_pb2 as pb
 from vllm_sim.proto import engine_pb2_grpc as pb_grpc
 
@@ -350,7 +351,10 @@ def test_random_answers_end_by_length_only_at_max_tokens() -> None:
             [message] = list(stub.Generate(request))
             complete = message.complete
             assert 0 < complete.completion_tokens <= 12
-            assert (complete.finish_reason == "length") == (complete.completion_tokens == 12)
+            # A stop ends with the end-of-sequence id (within the 12); a cut fills them.
+            ends = complete.output_ids[-1] == EOS_TOKEN_ID
+            assert complete.finish_reason == ("stop" if ends else "length")
+            assert ends or complete.completion_tokens == 12
         streamed = list(stub.Generate(generate(IDS, 12, stream=True)))
         assert len(streamed) >= 2
         assert streamed[-1].WhichOneof("response") == "complete"

@@ -8,6 +8,8 @@ import math
 import random
 from typing import Final
 
+from vllm_sim.engine.generation.draws import between
+
 # Cumulative probabilities of the five histogram buckets; above the last one the
 # response is exactly max_tokens (15% of requests).
 _CUMULATIVE: Final = (0.20, 0.50, 0.70, 0.75, 0.85)
@@ -71,19 +73,19 @@ def _length_from_histogram(rng: random.Random, max_tokens: int) -> int:
     if max_tokens <= 1:
         return max_tokens
     if max_tokens <= _UNIFORM_MAX_TOKENS:
-        return rng.randint(1, max_tokens)
+        return between(rng, 1, max_tokens)
     draw = rng.random()
     if draw > _CUMULATIVE[-1]:
         return max_tokens
     start, end = _bucket_table(max_tokens)[bisect.bisect_left(_CUMULATIVE, draw)]
-    return rng.randint(start, end)
+    return between(rng, start, end)
 
 
 def _length_without_max(rng: random.Random, limit: int) -> int:
     if limit < 1:
         raise ValueError(f"no room left in the context window (limit {limit})")
     if limit < _NORMAL_MIN_LIMIT:
-        return rng.randint(1, limit)
+        return between(rng, 1, limit)
     # Rejection sampling: with limit >= 20 at least ~83% of draws are accepted.
     while True:
         value = rng.gauss(_NORMAL_MEAN, _NORMAL_STD)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Final
 
+from vllm_sim.engine.generation.draws import below
 from vllm_sim.engine.tokenizer import Tokenizer
 
 SENTENCES: Final[tuple[str, ...]] = (
@@ -44,7 +45,8 @@ class SentenceBank:
         pieces: list[str] = []
         remaining = n
         while remaining > 0:
-            sentence_ids, sentence_pieces = rng.choice(self._sentences)
+            sentences = self._sentences
+            sentence_ids, sentence_pieces = sentences[below(rng, len(sentences))]
             if len(sentence_ids) <= remaining:
                 ids += sentence_ids
                 pieces += sentence_pieces

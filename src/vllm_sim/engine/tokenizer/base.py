@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 
-@dataclass(frozen=True, slots=True)
+# init=False: mypyc compiles a hand-written __init__; the one dataclasses writes stays
+# interpreted, and costs several times more for every request that makes one.
+@dataclass(slots=True, init=False)
 class ChatTurn:
     """One chat message, already flattened to text by the API layer."""
 
     role: str
     text: str
-    tool_call_id: str | None = None
+    tool_call_id: str | None
+
+    def __init__(self, role: str, text: str, tool_call_id: str | None = None) -> None:
+        self.role = role
+        self.text = text
+        self.tool_call_id = tool_call_id
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False)  # as ChatTurn's
 class ChatInput:
     """A conversation as a chat template sees it, and as the simulated tokenizer sees it.
 
@@ -28,13 +35,33 @@ class ChatInput:
 
     turns: Sequence[ChatTurn]
     messages: Sequence[Mapping[str, Any]]
-    tools: Sequence[Mapping[str, Any]] | None = None
-    add_generation_prompt: bool = True
-    continue_final_message: bool = False
+    tools: Sequence[Mapping[str, Any]] | None
+    add_generation_prompt: bool
+    continue_final_message: bool
     # A template the request brought (only honoured when the server trusts requests).
-    template: str | None = None
-    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    documents: Sequence[Mapping[str, Any]] | None = None
+    template: str | None
+    template_kwargs: Mapping[str, Any]
+    documents: Sequence[Mapping[str, Any]] | None
+
+    def __init__(
+        self,
+        turns: Sequence[ChatTurn],
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        template: str | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
+        documents: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.turns = turns
+        self.messages = messages
+        self.tools = tools
+        self.add_generation_prompt = add_generation_prompt
+        self.continue_final_message = continue_final_message
+        self.template = template
+        self.template_kwargs = {} if template_kwargs is None else template_kwargs
+        self.documents = documents
 
 
 def chat_from_turns(turns: Sequence[ChatTurn], **options: Any) -> ChatInput:

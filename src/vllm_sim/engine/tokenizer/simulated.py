@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from mypy_extensions import mypyc_attr
-
 from vllm_sim.engine.tokenizer import memo, vocab
 from vllm_sim.engine.tokenizer.base import ChatInput, ChatTurn
 from vllm_sim.engine.tokenizer.fnv import fnv1a_32
@@ -57,8 +55,6 @@ def render_chat_text(turns: Sequence[ChatTurn]) -> str:
     )
 
 
-# Compiled by mypyc (setup.py): tests subclass it, and they are not.
-@mypyc_attr(allow_interpreted_subclasses=True)
 class SimulatedTokenizer:
     """Regex tokenizer with FNV-1a ids; implements the `Tokenizer` protocol."""
 

@@ -29,10 +29,16 @@ class MediaItem:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+# init=False: mypyc compiles a hand-written __init__; the one dataclasses writes stays
+# interpreted, and costs several times more for every request that makes one.
+@dataclass(slots=True, init=False)
 class Conversation:
     turns: list[ChatTurn]
     media: list[MediaItem]
+
+    def __init__(self, turns: list[ChatTurn], media: list[MediaItem]) -> None:
+        self.turns = turns
+        self.media = media
 
 
 _PREFIX = {"image": "img", "audio": "audio", "video": "video"}
