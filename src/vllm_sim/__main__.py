@@ -47,9 +47,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"vllm-sim: {error}", file=sys.stderr)
             return 2
     if not cfg.force_dummy_tokenizer:
-        from vllm_sim.server.hub import fetch_tokenizer_files
+        from vllm_sim.server.hub import download_in_child, fetch_tokenizer_files
 
-        fetch_tokenizer_files(cfg)  # once, before any rank looks for the files
+        # Once, before any rank looks for the files; the hub library stays out of the server.
+        fetch_tokenizer_files(cfg, download=download_in_child)
     if cfg.data_parallel_size > 1 and cfg.data_parallel_rank < 0:
         from vllm_sim.server.ranks import serve_ranks
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from vllm_sim.config import Config
 from vllm_sim.model_files import find_model_folder
+from vllm_sim.server.logs import LOG_FORMAT
 from vllm_sim.server.tokenizer_setup import tokenizer_name, tokenizer_revision
 
 TOKENIZER_PATTERNS: Final = (
@@ -29,6 +32,9 @@ TOKENIZER_PATTERNS: Final = (
 )
 _OFFLINE_VALUES: Final = ("1", "on", "yes", "true")
 _log = logging.getLogger("vllm_sim")
+
+# Fetches one repository's files: name, revision, download folder.
+Download = Callable[[str, str, str], None]
 
 
 def hub_offline(environ: Mapping[str, str]) -> bool:
@@ -45,24 +51,40 @@ def _looks_like_hub_id(name: str) -> bool:
     )
 
 
-def fetch_tokenizer_files(cfg: Config, environ: Mapping[str, str] = os.environ) -> None:
+def fetch_tokenizer_files(
+    cfg: Config, environ: Mapping[str, str] = os.environ, download: Download | None = None
+) -> None:
     """Puts the tokenizer's files in the cache when they are not on this machine yet and
-    the hub may be asked; says why not when it fails (start-up then falls back)."""
+    the hub may be asked; says why not when it fails (start-up then falls back).
+    `download`: how one repository is fetched (in this process by default)."""
     if cfg.force_dummy_tokenizer:
         return
     for name, revision in _wanted(cfg):
-        fetch_model_files(name, revision, cfg.download_dir, environ)
+        fetch_model_files(name, revision, cfg.download_dir, environ, download)
 
 
 def fetch_model_files(
-    name: str, revision: str = "", download_dir: str = "", environ: Mapping[str, str] = os.environ
+    name: str,
+    revision: str = "",
+    download_dir: str = "",
+    environ: Mapping[str, str] = os.environ,
+    download: Download | None = None,
 ) -> None:
     """Downloads hub model `name`'s tokenizer and configuration files unless they are here
     already, the hub is offline or `name` is no hub id."""
     if hub_offline(environ) or not _looks_like_hub_id(name):
         return
     if find_model_folder(name, revision, environ, download_dir) is None:
-        _download(name, revision, download_dir)
+        (download or _download)(name, revision, download_dir)
+
+
+def download_in_child(name: str, revision: str, download_dir: str) -> None:
+    """The download in a process of its own, which says what it does on this stderr: the
+    hub library and the HTTP stack it brings (about 10 MiB resident) never load into the
+    server, which only reads the files afterwards."""
+    level = str(_log.getEffectiveLevel())
+    argv = [sys.executable, "-m", "vllm_sim.server.hub", level, name, revision, download_dir]
+    subprocess.run(argv, check=False)
 
 
 def _wanted(cfg: Config) -> list[tuple[str, str]]:
@@ -88,3 +110,16 @@ def _download(name: str, revision: str, download_dir: str) -> None:
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         _log.warning("Cannot download %s from the HuggingFace hub: %s", name, reason)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m vllm_sim.server.hub LEVEL NAME REVISION DOWNLOAD_DIR`: download_in_child's
+    process. A failure is a warning, as in the server: the exit status is always 0."""
+    level, name, revision, download_dir = argv
+    logging.basicConfig(level=int(level), format=LOG_FORMAT, stream=sys.stderr)
+    _download(name, revision, download_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -10,7 +10,7 @@ import sys
 from vllm_sim.config import Config
 from vllm_sim.http.state import ACCESS_LOG
 
-_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 http_log = logging.getLogger("vllm_sim.http")
 
 # Query parameters that may carry a secret; their values never reach the access log.
@@ -64,7 +64,7 @@ def _configure_http_logs(cfg: Config) -> None:
 
 def _own_handler(logger: logging.Logger) -> None:
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter(_FORMAT))
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
     logger.addHandler(handler)
     logger.propagate = False
 
@@ -74,7 +74,7 @@ def configure_logging(cfg: Config) -> None:
     log follow vLLM's flags."""
     logging.basicConfig(
         level=logging.INFO if cfg.verbosity >= 2 else logging.WARNING,
-        format=_FORMAT,
+        format=LOG_FORMAT,
         stream=sys.stderr,
     )
     _configure_http_logs(cfg)

@@ -85,3 +85,32 @@ def test_a_failed_download_is_a_warning(
     assert (
         "Cannot download org/m from the HuggingFace hub: Name or service not known" in caplog.text
     )
+
+
+def test_the_download_given_is_the_one_used(tmp_path: Path) -> None:
+    asked: list[tuple[str, str, str]] = []
+
+    def download(name: str, revision: str, download_dir: str) -> None:
+        asked.append((name, revision, download_dir))
+
+    cfg = load("--model", "org/m", "--download-dir", str(tmp_path))
+    hub.fetch_tokenizer_files(cfg, {"HF_HOME": str(tmp_path)}, download)
+    assert asked == [("org/m", "", str(tmp_path))]
+
+
+def test_the_child_process_entry_downloads_and_never_fails(calls: Calls, tmp_path: Path) -> None:
+    assert hub.main(["20", "org/m", "v2", str(tmp_path)]) == 0
+    [(name, options)] = calls
+    assert name == "org/m" and options["revision"] == "v2"
+    assert options["cache_dir"] == str(tmp_path)
+
+
+def test_a_download_in_a_child_reports_on_this_stderr(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A hub that refuses at once: the child says so and the server goes on.
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    hub.download_in_child("org/m", "", "")
+    assert "Cannot download org/m from the HuggingFace hub" in capfd.readouterr().err
