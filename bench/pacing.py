@@ -1,5 +1,6 @@
 """11. Paced streams at scale: 600 streams at ITL 10 ms and 1,200 at ITL 20 ms (60,000
-tokens/s each), TTFT 100 ms, 50 tokens, closed loop, each held to ITL p50 within 0.5 ms of
+tokens/s while all stream; 50-57k over the window, each stream's TTFT a pause), TTFT
+100 ms, 50 tokens, closed loop, each held to ITL p50 within 0.5 ms of
 the target, ITL p99 within 2 ms of it and TTFT p99 under 115 ms (`bounds met`); then 2,000
 and 5,000 concurrent connections at a gentler pace (ITL 50 and 100 ms, 40-50k tokens/s),
 where what is asked is that every stream is served, with no error and no refused
