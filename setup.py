@@ -93,7 +93,14 @@ def native_modules() -> list[Any]:
         return []
     # The project's mypy settings check the whole tree with its dev stubs; the build sees
     # only these modules and their imports, with no stubs installed.
-    flags = ["--config-file=", "--ignore-missing-imports", "--python-version=3.11"]
+    # No cache: one left by a development run (with every dependency's types) would hide
+    # what a fresh build environment lacks.
+    flags = [
+        "--config-file=",
+        "--ignore-missing-imports",
+        "--python-version=3.11",
+        "--cache-dir=" + os.devnull,
+    ]
     try:
         return list(mypycify([*flags, *NATIVE], opt_level="3", debug_level="0"))
     except BaseException as error:  # mypyc reports type errors by exiting

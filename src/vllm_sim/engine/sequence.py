@@ -232,3 +232,11 @@ class RequestStream:
         """The client left: free every slot and queue place this request holds."""
         if not self._done and self._abort_cb is not None:
             self._abort_cb(self)
+
+    def release(self) -> None:
+        """Drops the sequences of a finished request once its answer is written. Each
+        points back at its stream: a cycle only the garbage collector would free, which
+        runs seldom under load (see the server's runner); a request still running keeps
+        them."""
+        if self._done:
+            self.sequences = []

@@ -122,6 +122,7 @@ async def drive(
         if stop_watching is not None:
             stop_watching()
         stream.abort()  # a no-op once the stream is done
+        stream.release()  # written out: nothing reads its sequences any more
 
 
 async def _written(pending: Awaitable[None] | None) -> None:

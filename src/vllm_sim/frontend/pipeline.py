@@ -36,7 +36,9 @@ async def serve(
     if call.options.stream:
         return call, endpoint.chunks(call)
     await wait_for_result(call.stream, caller)
-    return call, await whole_answer(call, endpoint, generation)
+    answer = await whole_answer(call, endpoint, generation)
+    call.stream.release()
+    return call, answer
 
 
 async def admit(

@@ -11,6 +11,7 @@ the event loop keeps serving HTTP meanwhile.
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -30,6 +31,7 @@ class GrpcSide:
         self._make = make
         self._started = started  # the process's start, which the service reports
         self._starting: asyncio.Future[GrpcServer] | None = None
+        self._stopped = False
 
     @property
     def running(self) -> bool:
@@ -41,6 +43,8 @@ class GrpcSide:
         every call meanwhile shares that start. RuntimeError: gRPC cannot serve (a port
         that cannot be had), for this call and every later one."""
         if self._starting is None:
+            if self._stopped:  # a connection that came in while the server stopped
+                raise RuntimeError("the server is stopping")
             self._starting = asyncio.ensure_future(self._start())
         server = await asyncio.shield(self._starting)
         return server.target
@@ -49,10 +53,12 @@ class GrpcSide:
         await asyncio.to_thread(importlib.import_module, _GRPC_MODULE)
         server = self._make(self._started)
         await server.start()
+        gc.freeze()  # gRPC's modules, as the rest of start-up, out of the collector's walks
         return server
 
     async def stop(self, grace: float) -> None:
         """Lets calls in flight finish for `grace` seconds; nothing to do if never started."""
+        self._stopped = True
         starting = self._starting
         if starting is None:
             return

@@ -84,7 +84,8 @@ def download_in_child(name: str, revision: str, download_dir: str) -> None:
     server, which only reads the files afterwards."""
     level = str(_log.getEffectiveLevel())
     argv = [sys.executable, "-m", "vllm_sim.server.hub", level, name, revision, download_dir]
-    subprocess.run(argv, check=False)
+    if subprocess.run(argv, check=False).returncode != 0:
+        _log.warning("Cannot download %s from the HuggingFace hub: the download failed", name)
 
 
 def _wanted(cfg: Config) -> list[tuple[str, str]]:
@@ -117,7 +118,10 @@ def main(argv: list[str]) -> int:
     process. A failure is a warning, as in the server: the exit status is always 0."""
     level, name, revision, download_dir = argv
     logging.basicConfig(level=int(level), format=LOG_FORMAT, stream=sys.stderr)
-    _download(name, revision, download_dir)
+    try:
+        _download(name, revision, download_dir)
+    except Exception as error:  # whatever the hub library raises: the server goes on
+        _log.warning("Cannot download %s from the HuggingFace hub: %r", name, error)
     return 0
 
 

@@ -81,6 +81,19 @@ async def _a_caller_that_gives_up_does_not_cancel_the_start() -> None:
     assert maker.made[0].starts == 1
 
 
+async def _no_start_after_stop() -> None:
+    maker = Maker()
+    grpc = side(maker)
+    await grpc.stop(1.0)
+    with pytest.raises(RuntimeError, match="stopping"):
+        await grpc.target()
+    assert maker.made == []
+
+
+def test_no_start_after_stop() -> None:
+    asyncio.run(_no_start_after_stop())
+
+
 def test_concurrent_first_calls_share_one_start() -> None:
     asyncio.run(_concurrent_first_calls_share_one_start())
 

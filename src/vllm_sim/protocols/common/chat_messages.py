@@ -1,6 +1,7 @@
 """Chat messages as the wire carries them (OpenAI's shape), decoded by msgspec. Apart from
-the code that reads them (conversation.py), which mypyc compiles: a module that declares
-msgspec Structs stays interpreted."""
+the code that reads them (conversation.py): a module that declares msgspec Structs cannot
+be compiled by mypyc, and a reader kept apart from them can be, where it does not run on a
+worker thread (see setup.py)."""
 
 from __future__ import annotations
 

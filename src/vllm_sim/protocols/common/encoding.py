@@ -25,7 +25,8 @@ def error_event(error: RequestError) -> bytes:
     return b"data: " + error_body(error) + b"\n\ndata: [DONE]\n\n"
 
 
-# Compiled by mypyc (setup.py): each protocol's chunk encoder, interpreted, derives from it.
+# Compiled by mypyc (setup.py): the chunk encoders of some protocols, interpreted, derive
+# from it.
 @mypyc_attr(allow_interpreted_subclasses=True)
 class OpenAIStreamErrors:
     """The error event of OpenAI-style streams: the error body, then [DONE]."""
