@@ -36,9 +36,7 @@ async def serve(
     if call.options.stream:
         return call, endpoint.chunks(call)
     await wait_for_result(call.stream, caller)
-    answer = await whole_answer(call, endpoint, generation)
-    call.stream.release()
-    return call, answer
+    return call, await whole_answer(call, endpoint, generation)
 
 
 async def admit(

@@ -40,6 +40,7 @@ def generation_handler(ctx: ApiContext, endpoint: Endpoint[Any]) -> Handler:
             return Response(499, b"")
         headers = ctx.response_headers(call.request_id)
         if isinstance(answer, bytes):
+            call.stream.release()  # answered: nothing reads its sequences any more
             return Response(200, answer, headers=headers)
         return StreamingResponse(sse_events(call.stream, request, answer), headers=headers)
 
