@@ -21,6 +21,14 @@ def main(argv: list[str] | None = None) -> int:
         from vllm_sim.server.dataset_tool import main as dataset_main
 
         return dataset_main(args[1:])
+    if args[:1] == ["replay"]:  # what-if runs, not a server
+        from vllm_sim.whatif.cli import replay_main
+
+        return replay_main(args[1:])
+    if args[:1] == ["compare"]:
+        from vllm_sim.whatif.cli import compare_main
+
+        return compare_main(args[1:])
     try:
         loaded = load_startup(args, os.environ)
     except HelpRequested as help_text:

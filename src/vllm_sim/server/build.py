@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vllm_sim.config import Config, FakeMetrics
-from vllm_sim.engine.clock import ScaledScheduler
+from vllm_sim.engine.clock import ScaledScheduler, Scheduler
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.kvcache.cache import BlockCache
-from vllm_sim.engine.kvcache.events import KvEventPublisher, offset_endpoint, topic_for
+from vllm_sim.engine.kvcache.events import KvEvent, KvEventPublisher, offset_endpoint, topic_for
 from vllm_sim.engine.kvcache.manager import KvCacheManager
+from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.timing.steps import StepLoop
 from vllm_sim.engine.tokenizer import SimulatedTokenizer, Tokenizer
 from vllm_sim.engine.view import EngineView
@@ -84,13 +85,9 @@ def build_instance(
 ) -> Instance:
     """The instance serving rank `rank` on `port`; with no `tokenizer`, the simulated one.
     With a `step_model`, vLLM's step loop times the engine; else the token clock."""
-    # Each rank draws its own stream; rank 0 keeps the seed as given.
-    rng = random.Random(cfg.seed if rank == 0 else cfg.seed * 1009 + rank)
+    rng = rank_rng(cfg, rank)
     tokenizer = tokenizer or SimulatedTokenizer()
-    dataset = load_dataset(cfg, tokenizer)  # raises DatasetSetupError
-    content = ContentSource(
-        cfg.mode, tokenizer, rng, views.synthesis(cfg), cfg.mm_encoder_only, dataset
-    )
+    content = content_source(cfg, tokenizer, rng)
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
     kv = _kv_cache(cfg, port, rank, background)
     metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len, engine=str(rank))
@@ -101,8 +98,9 @@ def build_instance(
         # vLLM's start-up state: every series at 0 (the recorder then derives some of them).
         metrics.precreate_series()
         observer = MetricsRecorder(metrics, cfg.max_loras)
-    engine = _engine(cfg, content, rng, observer, kv, step_model)
-    ctx = _api_context(cfg, port, rng, engine, tokenizer)
+    clock = ScaledScheduler(cfg.time_scale) if cfg.time_scale != 1.0 else None
+    engine = build_engine(cfg, content, rng, clock, observer, kv, step_model)
+    ctx = api_context(cfg, port, rng, engine, tokenizer)
     readiness = Readiness(cfg.startup_duration.seconds)
     on_fake: Callable[[FakeMetrics], None] | None = None
     if cfg.fake_metrics is None:
@@ -136,9 +134,23 @@ def build_instance(
     return Instance(cfg, port, app, engine, ctx.drain, readiness, control, background, grpc)
 
 
-def _api_context(
+def rank_rng(cfg: Config, rank: int) -> random.Random:
+    """Each rank draws its own stream; rank 0 keeps the seed as given."""
+    return random.Random(cfg.seed if rank == 0 else cfg.seed * 1009 + rank)
+
+
+def content_source(cfg: Config, tokenizer: Tokenizer, rng: random.Random) -> ContentSource:
+    """What the engine answers with; raises DatasetSetupError for a bad dataset."""
+    dataset = load_dataset(cfg, tokenizer)
+    return ContentSource(
+        cfg.mode, tokenizer, rng, views.synthesis(cfg), cfg.mm_encoder_only, dataset
+    )
+
+
+def api_context(
     cfg: Config, port: int, rng: random.Random, engine: Engine, tokenizer: Tokenizer
 ) -> ApiContext:
+    """The protocols' view of one instance: its engine, tokenizer and serving settings."""
     render = None
     if cfg.render_url:
         timeouts = cfg.render_timeout.seconds, cfg.mm_render_timeout.seconds
@@ -180,18 +192,18 @@ def _grpc(cfg: Config, rank: int, ctx: ApiContext, access: Access) -> Callable[[
     return grpc
 
 
-def _engine(
+def build_engine(
     cfg: Config,
     content: ContentSource,
     rng: random.Random,
-    observer: MetricsRecorder | None,
+    clock: Scheduler | None,
+    observer: EngineObserver | None,
     kv: KvCacheManager,
     step_model: StepTimeModel | None,
 ) -> Engine:
-    """The engine of `cfg`, timed by vLLM's step loop given a `step_model`, with the
-    start-up LoRA adapters registered."""
+    """The engine of `cfg` on `clock` (the event loop's when None), timed by vLLM's step
+    loop given a `step_model`, with the start-up LoRA adapters registered."""
     limits, latency = views.limits(cfg), views.latency(cfg)
-    clock = ScaledScheduler(cfg.time_scale) if cfg.time_scale != 1.0 else None
     timing = None if step_model is None else StepLoop(step_model, cfg.max_num_batched_tokens)
     engine = Engine(limits, latency, content, rng, clock, observer, kv, timing)
     for module in cfg.lora_modules:
@@ -275,6 +287,11 @@ def _kv_cache(
                 await publisher.close()
 
         background.append(run_publisher)
+    return kv_cache_manager(cfg, publish)
+
+
+def kv_cache_manager(cfg: Config, publish: Callable[[KvEvent], None] | None) -> KvCacheManager:
+    """The KV cache of `cfg`, its events going to `publish` (none when None)."""
     cache = BlockCache(cfg.kv_cache_size, cfg.block_size, publish)
     cache.loaded_models.update([cfg.model, *cfg.served_model_name])
     return KvCacheManager(

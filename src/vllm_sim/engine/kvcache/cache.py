@@ -44,6 +44,9 @@ class BlockCache:
         self._route()
         self.used: dict[BlockKey, int] = {}
         self.unused: OrderedDict[BlockKey, None] = OrderedDict()  # oldest release first
+        # Unused blocks per model: eviction looks past the oldest block for one of an
+        # unloaded adapter only when there is one, not through the whole cache every time.
+        self._unused_per_model: dict[str, int] = {}
         self._tokens: dict[BlockKey, tuple[int, ...]] = {}
         self._held: dict[int, list[BlockKey]] = {}
         self._own: dict[int, int] = {}  # sequence uid -> blocks of its own (not shared)
@@ -169,6 +172,7 @@ class BlockCache:
                 used[key] = count + 1
             elif key in unused:
                 del unused[key]
+                self._unused_per_model[model] -= 1
                 used[key] = 1
             else:
                 missing.append(index)
@@ -202,6 +206,7 @@ class BlockCache:
         if keys is None:
             return
         # The tail first: evicted first, it leaves the rest of the prefix useful (as vLLM).
+        per_model = self._unused_per_model
         for key in reversed(keys):
             count = self.used.get(key)
             if count is None:
@@ -211,12 +216,14 @@ class BlockCache:
             else:
                 del self.used[key]
                 self.unused[key] = None
+                per_model[key[1]] = per_model.get(key[1], 0) + 1
 
     def clear(self) -> None:
         """Forgets every block, held ones too (sleep, or a reset once the running sequences
         are preempted): one AllBlocksCleared, no per-block removals."""
         self.used.clear()
         self.unused.clear()
+        self._unused_per_model.clear()
         self._tokens.clear()
         self._held.clear()
         self._own.clear()
@@ -227,10 +234,15 @@ class BlockCache:
         """Evicts a cached block nobody holds if the cache is full with them."""
         if len(self.used) + len(self.unused) + self.own_blocks < self.capacity or not self.unused:
             return
-        victim = next((k for k in self.unused if k[1] not in self.loaded_models), None)
+        loaded = self.loaded_models
+        per_model = self._unused_per_model
+        victim = None
+        if any(count and model not in loaded for model, count in per_model.items()):
+            victim = next((k for k in self.unused if k[1] not in loaded), None)
         if victim is None:
             victim = next(iter(self.unused))
         del self.unused[victim]
+        per_model[victim[1]] -= 1
         self._tokens.pop(victim, None)
         self._publish(BlockRemoved((victim[0],)))
 

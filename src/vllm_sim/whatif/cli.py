@@ -1,0 +1,230 @@
+"""`vllm-sim replay` and `vllm-sim compare`: the what-if commands.
+
+    vllm-sim replay TRACE [replay options] [server flags]
+    vllm-sim compare A B
+
+Every flag replay does not know is a server flag (`--model`, `--gpu`, `--timing-model`,
+`--max-num-seqs`, a `--config` YAML file, ...), read exactly as the server reads them:
+the simulated instances are the server's own engines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from vllm_sim.config import ConfigError, HelpRequested, load_startup
+from vllm_sim.whatif.results import RunResult
+from vllm_sim.whatif.routers import ROUTERS
+from vllm_sim.whatif.trace import TRACE_FORMATS, TraceError, read_trace
+
+REPLAY_USAGE = "vllm-sim replay TRACE [options] [server flags]"
+
+
+def replay_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vllm-sim replay",
+        usage=REPLAY_USAGE,
+        description=(
+            "Runs a request trace through simulated vLLM instances in simulated time (no "
+            "HTTP, no waiting), or with --target sends it to a live server, and writes the "
+            "report. Flags not listed here are server flags."
+        ),
+        allow_abbrev=False,
+    )
+    parser.add_argument("trace", type=Path, help="Mooncake JSONL, CSV, or OpenAI-request JSONL")
+    parser.add_argument(
+        "--instances", type=_positive_int, default=1, help="simulated instances (default 1)"
+    )
+    parser.add_argument(
+        "--router", choices=ROUTERS, default="round-robin", help="how requests pick an instance"
+    )
+    parser.add_argument(
+        "--format",
+        choices=TRACE_FORMATS,
+        default="auto",
+        dest="trace_format",
+        help="the trace's format (default: from the file)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("replay-out"),
+        help="the output folder (default replay-out)",
+    )
+    parser.add_argument("--strict", action="store_true", help="stop at the first bad trace line")
+    parser.add_argument("--limit", type=_positive_int, help="replay the first N requests only")
+    parser.add_argument(
+        "--rate", type=_positive_float, help="arrivals a second for requests without a timestamp"
+    )
+    parser.add_argument(
+        "--sample-interval",
+        type=_positive_float,
+        default=1.0,
+        help="seconds between two samples of the fleet (default 1)",
+    )
+    parser.add_argument(
+        "--no-plots", action="store_true", help="no PNG pictures (the HTML report keeps its tables)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--target", help="a live OpenAI-compatible server's URL: replay over HTTP on the wall clock"
+    )
+    parser.add_argument(
+        "--speedup",
+        type=_positive_float,
+        default=1.0,
+        help="with --target: send the trace this many times faster",
+    )
+    return parser
+
+
+def replay_main(argv: Sequence[str]) -> int:
+    parser = replay_parser()
+    args, server_flags = parser.parse_known_args(list(argv))
+    try:
+        trace = read_trace(args.trace, args.trace_format, args.strict, args.rate, args.limit)
+    except TraceError as error:
+        print(f"vllm-sim replay: {error}", file=sys.stderr)
+        return 2
+    for problem in trace.problems[:20]:
+        print(f"vllm-sim replay: skipped {problem}", file=sys.stderr)
+    if len(trace.problems) > 20:
+        print(f"vllm-sim replay: skipped {len(trace.problems) - 20} more lines", file=sys.stderr)
+    with _progress(len(trace.requests), args.quiet) as progress:
+        try:
+            result = _run(args, server_flags, trace, progress)
+        except (ConfigError, ValueError) as error:
+            print(f"vllm-sim replay: {error}", file=sys.stderr)
+            return 2
+    _write(result, args.out, not args.no_plots)
+    print(_summary_text(result, args.out))
+    return 0
+
+
+def _run(
+    args: argparse.Namespace, flags: list[str], trace: object, progress: Callable[[int], None]
+) -> RunResult:
+    from vllm_sim.whatif.trace import Trace
+
+    assert isinstance(trace, Trace)
+    if args.target:
+        from vllm_sim.whatif.http_replay import HttpReplay
+
+        model = _flag_value(flags, "--served-model-name") or _flag_value(flags, "--model")
+        return HttpReplay(
+            args.target, trace, args.speedup, model, args.sample_interval, progress=progress
+        ).run()
+    from vllm_sim.whatif.simulation import Replay
+
+    try:
+        cfg = load_startup(flags, os.environ).config
+    except HelpRequested:
+        raise ConfigError("server flags cannot ask for --help here: see vllm-sim --help") from None
+    tokenizer = None
+    if any(r.body is not None for r in trace.requests):
+        from vllm_sim.server.tokenizer_setup import choose_tokenizer
+
+        tokenizer = choose_tokenizer(cfg, os.environ).tokenizer
+    replay = Replay(
+        cfg,
+        trace,
+        args.instances,
+        args.router,
+        args.sample_interval,
+        tokenizer=tokenizer,
+        progress=progress,
+    )
+    return replay.run()
+
+
+def _flag_value(flags: list[str], name: str) -> str | None:
+    for i, flag in enumerate(flags):
+        if flag == name and i + 1 < len(flags):
+            return flags[i + 1]
+        if flag.startswith(name + "="):
+            return flag.split("=", 1)[1]
+    return None
+
+
+def _write(result: RunResult, folder: Path, plots: bool) -> None:
+    from vllm_sim.whatif.output import write_run
+    from vllm_sim.whatif.report import write_html, write_plots
+
+    write_run(result, folder)
+    pictures = write_plots(result, folder) if plots else []
+    write_html(result, folder, pictures)
+
+
+def _summary_text(result: RunResult, folder: Path) -> str:
+    s = result.summary
+    lines = [
+        f"{s.requests} requests: {s.completed} completed, {s.failed} failed, "
+        f"over {s.duration:.2f} s (run in {result.wall_seconds:.2f} s, "
+        f"{s.duration / max(result.wall_seconds, 1e-9):.0f}x real time)",
+        f"throughput {s.request_throughput:.3f} req/s, {s.output_throughput:.1f} output tok/s; "
+        f"prefix cache hit rate {100 * s.prefix_cache_hit_rate:.1f}%; preemptions {s.preemptions}; "
+        f"max running {s.max_running}, max waiting {s.max_waiting}",
+    ]
+    for name, dist in s.latencies.items():
+        if dist is not None:
+            lines.append(
+                f"{name:>10}: mean {1000 * dist.mean:.1f} ms, p50 {1000 * dist.p50:.1f}, "
+                f"p90 {1000 * dist.p90:.1f}, p99 {1000 * dist.p99:.1f}"
+            )
+    lines.append(f"report: {folder / 'report.html'}")
+    return "\n".join(lines)
+
+
+class _progress:
+    """A progress bar on stderr when it is a terminal (tqdm), else nothing."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self._bar = None
+        if not quiet and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, unit="req", mininterval=0.5, file=sys.stderr)
+
+    def __enter__(self) -> Callable[[int], None]:
+        bar = self._bar
+        return (lambda n: None) if bar is None else bar.update
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def compare_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="vllm-sim compare",
+        description="Two runs' means side by side (result.json files or their folders).",
+    )
+    parser.add_argument("first", type=Path)
+    parser.add_argument("second", type=Path)
+    args = parser.parse_args(list(argv))
+    from vllm_sim.whatif.compare import compare
+
+    try:
+        print(compare(args.first, args.second))
+    except ValueError as error:
+        print(f"vllm-sim compare: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a positive number")
+    return value

@@ -1,0 +1,48 @@
+"""Prompt tokens for traces that give lengths rather than text.
+
+A Mooncake request's prompt is its blocks in order: the same block id always stands for
+the same 512 tokens, so requests sharing a prefix of ids share that prefix of tokens,
+and the engine's prefix cache finds it as a real one would. Tokens past the blocks (and
+every token of a trace without blocks) are the request's own, shared with no one.
+
+Ids are pseudo-random below 32,000, so that every model's vocabulary holds them and the
+same prompts can be sent to a real vLLM as token ids.
+"""
+
+from __future__ import annotations
+
+import random
+from array import array
+
+from vllm_sim.whatif.trace import MOONCAKE_BLOCK, TraceRequest
+
+VOCABULARY_SPAN = 32_000
+# Each id is two random bytes, the high one taken modulo 125: (124 << 8) + 255 = 31,999.
+_HIGH_BYTE = bytes(b % 125 for b in range(256))
+# Seeds of a request's own tokens, apart from any block id's.
+_OWN_SEED = 1 << 48
+
+
+def random_ids(seed: int, count: int) -> list[int]:
+    """`count` ids below VOCABULARY_SPAN, the same for the same seed."""
+    raw = bytearray(random.Random(seed).randbytes(2 * count))
+    raw[1::2] = raw[1::2].translate(_HIGH_BYTE)
+    ids = array("H", raw)
+    if ids.itemsize != 2:  # pragma: no cover - "H" is two bytes on every supported platform
+        raise RuntimeError("unsigned short is not two bytes here")
+    return ids.tolist()
+
+
+def prompt_ids(index: int, traced: TraceRequest) -> list[int]:
+    """The token ids of request `index` (its position in the trace)."""
+    length = traced.input_length
+    ids: list[int] = []
+    for block_id in traced.hash_ids:
+        if len(ids) >= length:
+            break
+        ids += random_ids(block_id, MOONCAKE_BLOCK)
+    if len(ids) >= length:
+        del ids[length:]
+        return ids
+    ids += random_ids(_OWN_SEED + index, length - len(ids))
+    return ids

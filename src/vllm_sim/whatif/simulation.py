@@ -1,0 +1,291 @@
+"""Replay in simulated time: a trace through N engines behind a router, on a virtual clock.
+
+Each instance is the server's own engine (built by the same code from the same flags:
+scheduler, KV cache with prefix caching and preemption, step loop and performance model,
+or the token clock), with no HTTP and no event loop. Arrivals, engine steps and the fleet's
+samples are events on one virtual clock, so a run takes only the CPU its events cost.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import msgspec
+
+from vllm_sim.config import Config
+from vllm_sim.engine.core import Engine
+from vllm_sim.engine.errors import EngineError
+from vllm_sim.engine.observer import EngineObserver
+from vllm_sim.engine.request import GenerationRequest, Prompt
+from vllm_sim.engine.sequence import Sequence as EngineSequence
+from vllm_sim.engine.tokenizer import SimulatedTokenizer, Tokenizer
+from vllm_sim.errors import RequestError
+from vllm_sim.frontend import capabilities
+from vllm_sim.frontend.context import ApiContext
+from vllm_sim.frontend.endpoint import Endpoint
+from vllm_sim.perf import StepTimeModel
+from vllm_sim.protocols.openai.chat import ChatEndpoint
+from vllm_sim.protocols.openai.completions import CompletionsEndpoint
+from vllm_sim.server.build import (
+    api_context,
+    build_engine,
+    content_source,
+    kv_cache_manager,
+    rank_rng,
+)
+from vllm_sim.server.step_timing import step_timing
+from vllm_sim.whatif.clock import VirtualClock
+from vllm_sim.whatif.prompts import prompt_ids
+from vllm_sim.whatif.results import RequestRecord, RunResult, Sample
+from vllm_sim.whatif.routers import Router, RouterName
+from vllm_sim.whatif.trace import Trace, TraceRequest
+
+Progress = Callable[[int], None]  # called with how many requests ended since the last call
+
+
+def fleet_configs(cfg: Config, environ: Mapping[str, str]) -> tuple[Config, StepTimeModel | None]:
+    """The instances' configuration and step model, as the server sets them up at start."""
+    timing = step_timing(cfg, environ)
+    if timing is None:
+        return cfg, None
+    return replace(cfg, kv_cache_size=timing.num_gpu_blocks), timing.model
+
+
+class _Collector(EngineObserver):
+    """One instance's ends, reported to the run."""
+
+    def __init__(self, run: Replay, instance: int) -> None:
+        self._run = run
+        self._instance = instance
+
+    def sequence_finished(self, seq: EngineSequence) -> None:
+        self._run.ended(seq, None)
+
+    def sequence_failed(self, seq: EngineSequence) -> None:
+        error = seq.stream.error
+        self._run.ended(seq, str(error) if error is not None else "failed")
+
+    def sequence_preempted(self, seq: EngineSequence) -> None:
+        self._run.preemptions += 1
+
+
+class Replay:
+    """One run of a trace; `run()` returns its result."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        trace: Trace,
+        instances: int = 1,
+        router: RouterName = "round-robin",
+        sample_interval: float = 1.0,
+        environ: Mapping[str, str] | None = None,
+        tokenizer: Tokenizer | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        cfg, step_model = fleet_configs(cfg, os.environ if environ is None else environ)
+        self.cfg = cfg
+        self.trace = trace
+        self.clock = VirtualClock()
+        self.tokenizer = tokenizer or SimulatedTokenizer()
+        self.engines = [self._engine(rank, step_model) for rank in range(instances)]
+        self.router = Router(router, self.engines)
+        self.sample_interval = sample_interval
+        self.progress = progress
+        self.records: list[RequestRecord] = []
+        self.samples: list[Sample] = []
+        self.preemptions = 0
+        self.finished = 0
+        self._open = 0
+        self._next = 0  # the next trace request to arrive
+        self._ctx: ApiContext | None = None
+        self._endpoints: dict[str, Endpoint[Any]] = {}
+
+    def _engine(self, rank: int, step_model: StepTimeModel | None) -> Engine:
+        rng = rank_rng(self.cfg, rank)
+        content = content_source(self.cfg, self.tokenizer, rng)
+        kv = kv_cache_manager(self.cfg, None)
+        return build_engine(
+            self.cfg, content, rng, self.clock, _Collector(self, rank), kv, step_model
+        )
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> RunResult:
+        started = time.perf_counter()
+        if self.trace.requests:
+            self.clock.call_at(self.trace.requests[0].arrival, self._arrive)
+        self.clock.call_at(0.0, self._sample)
+        self.clock.run()
+        for record in self.records:
+            if record.error is None and record.e2e is None:
+                record.error = "unfinished"  # the engine stopped short: reported, not hidden
+        return RunResult(
+            "replay",
+            self._settings(),
+            self.records,
+            self.samples,
+            list(self.trace.problems),
+            time.perf_counter() - started,
+        )
+
+    def _settings(self) -> dict[str, Any]:
+        cfg = self.cfg
+        return {
+            "instances": len(self.engines),
+            "router": self.router.name,
+            "model": cfg.model,
+            "timing_model": cfg.timing_model,
+            "gpu": cfg.gpu,
+            "tensor_parallel_size": cfg.tensor_parallel_size,
+            "max_num_seqs": cfg.max_num_seqs,
+            "max_num_batched_tokens": cfg.max_num_batched_tokens,
+            "num_gpu_blocks": cfg.kv_cache_size,
+            "block_size": cfg.block_size,
+            "prefix_caching": cfg.enable_prefix_caching,
+            "sample_interval": self.sample_interval,
+        }
+
+    def _arrive(self) -> None:
+        requests = self.trace.requests
+        now = self.clock.now()
+        # Every request due now, then the timer for the next one.
+        while self._next < len(requests) and requests[self._next].arrival <= now:
+            self._submit(self._next, requests[self._next])
+            self._next += 1
+        if self._next < len(requests):
+            self.clock.call_at(requests[self._next].arrival, self._arrive)
+
+    def _submit(self, index: int, traced: TraceRequest) -> None:
+        record = RequestRecord(index, traced.line, -1, traced.arrival, traced.input_length)
+        self.records.append(record)
+        try:
+            request = self._request(index, traced)
+        except RequestError as error:
+            self._refused(record, f"{error.status}: {error.message}")
+            return
+        ids = request.prompts[0].token_ids
+        record.input_tokens = len(ids)
+        instance = self.router.choose(ids, request.model)
+        record.instance = instance
+        try:
+            self.engines[instance].submit(request)
+        except EngineError as error:
+            self._refused(record, str(error))
+            return
+        self._open += 1
+
+    def _refused(self, record: RequestRecord, error: str) -> None:
+        record.error = error
+        self._tick_progress()
+
+    def ended(self, seq: EngineSequence, error: str | None) -> None:
+        record = self.records[int(seq.request.request_id)]
+        record.output_tokens = seq.emitted
+        record.cached_tokens = seq.cached_tokens
+        record.preemptions = seq.preemptions
+        record.finish_reason = None if seq.finish_reason is None else str(seq.finish_reason)
+        started, first = seq.t_started, seq.t_first_token
+        submitted = seq.t_submitted
+        if started is not None and seq.t_enqueued is not None:
+            record.queue_time = started - seq.t_enqueued
+        if error is None and first is not None:
+            record.ttft = first - submitted
+            record.e2e = seq.t_last_token - submitted
+            if seq.emitted > 1:
+                record.itl = (seq.t_last_token - first) / (seq.emitted - 1)
+        else:
+            record.error = error or "no token"
+        self._open -= 1
+        self.finished += 1
+        seq.stream.release()
+        self._tick_progress()
+
+    def _tick_progress(self) -> None:
+        if self.progress is not None:
+            self.progress(1)
+
+    def _sample(self) -> None:
+        engines = self.engines
+        running = [e.num_running for e in engines]
+        usage = [e.kv.cache.usage if e.kv is not None else 0.0 for e in engines]
+        self.samples.append(
+            Sample(
+                self.clock.now(),
+                sum(running),
+                sum(e.num_waiting for e in engines),
+                sum(usage) / len(usage),
+                self.preemptions,
+                self.finished,
+                running,
+            )
+        )
+        if self._open or self._next < len(self.trace.requests):
+            self.clock.call_at(self.clock.now() + self.sample_interval, self._sample)
+
+    # ------------------------------------------------------------------ prompts
+    def _request(self, index: int, traced: TraceRequest) -> GenerationRequest:
+        model = self.cfg.served_model_name[0] if self.cfg.served_model_name else self.cfg.model
+        if traced.body is not None:
+            return self._openai_request(index, traced, model)
+        ids = prompt_ids(index, traced)
+        return GenerationRequest(
+            str(index),
+            model,
+            [Prompt(ids)],
+            max_tokens=traced.output_length,
+            ignore_eos=traced.output_length is not None,
+        )
+
+    def _openai_request(self, index: int, traced: TraceRequest, model: str) -> GenerationRequest:
+        """An OpenAI request planned as the server plans it: its rendered prompt, its own
+        limits (without max tokens, the engine draws its length as for any request)."""
+        assert traced.body is not None and traced.endpoint is not None
+        endpoint = self._endpoint(traced.endpoint)
+        ctx = self._context()
+        try:
+            body = endpoint.decoder.decode(msgspec.json.encode(traced.body))
+        except msgspec.ValidationError as error:
+            raise RequestError(400, str(error)) from None
+        options = endpoint.options(body)
+        plan = endpoint.plan(ctx, body)
+        return GenerationRequest(
+            str(index),
+            model,
+            plan.prompts[:1],
+            max_tokens=options.max_tokens,
+            ignore_eos=options.ignore_eos,
+        )
+
+    def _endpoint(self, name: str) -> Endpoint[Any]:
+        endpoint = self._endpoints.get(name)
+        if endpoint is None:
+            if name == "chat":
+                endpoint = ChatEndpoint("/v1/chat/completions", capabilities.CHAT)
+            else:
+                endpoint = CompletionsEndpoint("/v1/completions", capabilities.COMPLETIONS)
+            self._endpoints[name] = endpoint
+        return endpoint
+
+    def _context(self) -> ApiContext:
+        if self._ctx is None:
+            engine = self.engines[0]
+            self._ctx = api_context(
+                self.cfg, self.cfg.port, rank_rng(self.cfg, 0), engine, self.tokenizer
+            )
+        return self._ctx
+
+
+def replay(
+    cfg: Config,
+    trace: Trace,
+    instances: int = 1,
+    router: RouterName = "round-robin",
+    sample_interval: float = 1.0,
+    progress: Progress | None = None,
+) -> RunResult:
+    """Runs `trace` through `instances` engines of `cfg` behind `router`, in simulated time."""
+    return Replay(cfg, trace, instances, router, sample_interval, progress=progress).run()
