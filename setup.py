@@ -42,6 +42,7 @@ NATIVE = [
     "src/vllm_sim/engine/timing/strategy.py",
     "src/vllm_sim/engine/timing/token_clock.py",
     "src/vllm_sim/engine/kvcache/cache.py",
+    "src/vllm_sim/engine/kvcache/fnv.py",
     "src/vllm_sim/engine/kvcache/hashing.py",
     "src/vllm_sim/engine/kvcache/manager.py",
     "src/vllm_sim/engine/generation/draws.py",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from bench import (
     fidelity,
+    fleet,
     grpc_streaming,
     instructions,
     knee,
@@ -23,6 +24,7 @@ from bench import (
     throughput,
     timing,
     tokenizer,
+    whatif,
 )
 from bench.cpu import CLIENT_CPU, SERVER_CPU, can_pin
 from bench.load import LoadError
@@ -49,6 +51,8 @@ BENCHMARKS = {
     grpc_streaming.NAME: Benchmark(grpc_streaming.run, grpc_streaming.show),
     instructions.NAME: Benchmark(instructions.run, instructions.show),
     pacing.NAME: Benchmark(pacing.run, pacing.show),
+    whatif.NAME: Benchmark(whatif.run, whatif.show),
+    fleet.NAME: Benchmark(fleet.run, fleet.show),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
 
         # Once, before any rank looks for the files; the hub library stays out of the server.
         fetch_tokenizer_files(cfg, download=download_in_child)
+    if cfg.num_instances > 1:
+        return serve_fleet(cfg, args, notes)
     if cfg.data_parallel_size > 1 and cfg.data_parallel_rank < 0:
         from vllm_sim.server.ranks import serve_ranks
 
@@ -72,37 +75,82 @@ def main(argv: list[str] | None = None) -> int:
 def serve_rank(cfg: Config, port: int, rank: int, notes: Sequence[Note] = ()) -> int:
     """Serves one rank in this process until it is stopped; its exit status. `notes` are
     logged once the last start-up check passed, so a failed start still says one line."""
+    return serve_group([(cfg, port, rank)], notes)
+
+
+def serve_fleet(cfg: Config, argv: Sequence[str], notes: Sequence[Note]) -> int:
+    """Serves --num-instances instances, over --fleet-processes processes."""
+    from vllm_sim.server.fleet import groups, instance_configs
+
+    try:
+        configs = instance_configs(cfg, argv, os.environ)
+    except ConfigError as error:
+        print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)
+        return 2
+    if not cfg.force_dummy_tokenizer:
+        from vllm_sim.server.hub import download_in_child, fetch_tokenizer_files
+
+        others = {c.model: c for c in configs if c.model != cfg.model}  # main() fetched cfg's
+        for model_cfg in others.values():
+            fetch_tokenizer_files(model_cfg, download=download_in_child)
+    parts = [[(c, c.port, 0) for c in part] for part in groups(configs, cfg.fleet_processes)]
+    if len(parts) == 1:
+        return serve_group(parts[0], notes)
+    from vllm_sim.server.ranks import serve_processes
+
+    return serve_processes(
+        [
+            (f"fleet-{i}", functools.partial(serve_group, part, notes if i == 0 else ()))
+            for i, part in enumerate(parts)
+        ]
+    )
+
+
+def serve_group(members: Sequence[tuple[Config, int, int]], notes: Sequence[Note] = ()) -> int:
+    """Serves instances, each a (config, port, rank), on one event loop in this process
+    until stopped; the exit status. `notes` are logged once the last start-up check
+    passed, so a failed start still says one line."""
     # Imported late so that --help and config errors answer fast.
     from vllm_sim.server.build import build_instance
     from vllm_sim.server.dataset_setup import DatasetSetupError
-    from vllm_sim.server.runner import serve
+    from vllm_sim.server.runner import serve_all
     from vllm_sim.server.step_timing import step_timing
     from vllm_sim.server.tls import TlsError, tls_setup
+    from vllm_sim.engine.tokenizer.select import TokenizerChoice
     from vllm_sim.server.tokenizer_setup import choose_tokenizer
 
+    tokenizers: dict[tuple[object, ...], TokenizerChoice] = {}  # one per model, shared
+    choices = []
     try:
-        timing = step_timing(cfg, os.environ)
-        choice = choose_tokenizer(cfg, os.environ)
-        tls = tls_setup(cfg)
+        timings = [step_timing(cfg, os.environ) for cfg, _, _ in members]
+        for cfg, _, _ in members:
+            key = (cfg.model, cfg.tokenizer, cfg.revision, cfg.force_dummy_tokenizer)
+            if key not in tokenizers:
+                tokenizers[key] = choose_tokenizer(cfg, os.environ)
+            choices.append(tokenizers[key])
+        tls = tls_setup(members[0][0])
     except (TlsError, ConfigError) as error:
         print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)
         return 2
     log = logging.getLogger("vllm_sim")
     for level, message in notes:
         log.log(level, message)
-    log.log(choice.level, choice.message)
-    step_model = None
-    if timing is not None:
-        log.info("Step engine: %s", timing.description)
-        cfg = replace(cfg, kv_cache_size=timing.num_gpu_blocks)
-        step_model = timing.model
+    for choice in tokenizers.values():
+        log.log(choice.level, choice.message)
     try:
-        try:
-            instance = build_instance(cfg, port, rank, choice.tokenizer, step_model)
-        except DatasetSetupError as error:
-            print(f"vllm-sim: {error}", file=sys.stderr)
-            return 2
-        return serve(instance, cfg.host, tls)
+        instances = []
+        for (cfg, port, rank), timing, choice in zip(members, timings, choices, strict=True):
+            step_model = None
+            if timing is not None:
+                log.info("Step engine: %s", timing.description)
+                cfg = replace(cfg, kv_cache_size=timing.num_gpu_blocks)
+                step_model = timing.model
+            try:
+                instances.append(build_instance(cfg, port, rank, choice.tokenizer, step_model))
+            except DatasetSetupError as error:
+                print(f"vllm-sim: {error}", file=sys.stderr)
+                return 2
+        return serve_all(instances, members[0][0].host, tls)
     finally:
         if tls is not None:
             tls.close()

@@ -267,6 +267,20 @@ class Config:
         rules=(r.Rule("≤ 7", "data parallel rank must be between 0 and 7",
                       lambda v, _: "data parallel rank must be between 0 and 7"
                       if v > 7 else None),))
+    num_instances: int = flag(INT, 1, Group.FLEET,
+        "Independent simulated vLLM instances served on port..port+N-1, each with its own "
+        "engine, KV cache and events (ZMQ port offset by its index), metrics, LoRA state "
+        "and pod name (POD_NAME-<index>)",
+        rules=(r.between(1, 1000, "num instances must be between 1 and 1000"),
+               r.FLEET_PORTS, r.FLEET_ALONE))
+    fleet_processes: int = flag(INT, 1, Group.FLEET,
+        "Processes the fleet's instances are spread over (one event loop each; at most one "
+        "per instance)",
+        rules=(r.between(1, 256, "fleet processes must be between 1 and 256"),))
+    fleet_config: str = flag(STRING, "", Group.FLEET,
+        "YAML file of per-instance overrides: `instances:`, a list of server settings "
+        "(`count: N` repeats one), applied to instances 0, 1, ... in order",
+        rules=(r.FLEET_CONFIG,))
     zmq_endpoint: str = flag(STRING, "tcp://127.0.0.1:5557", K, "ZMQ endpoint KV events go to",
         rules=(r.ZMQ_ENDPOINT, r.PORT_CLASH))
     ssl_certfile: str = flag(STRING, "", Group.TLS, "TLS certificate file (serve HTTPS)")

@@ -196,6 +196,33 @@ DATA_PARALLEL_PORTS = Rule(
     ),
 )
 
+FLEET_PORTS = Rule(
+    "--port + num-instances - 1 ≤ 65535",
+    "fleet ports (port + num-instances - 1) cannot exceed 65535",
+    lambda v, c: (
+        "fleet ports (port + num-instances - 1) cannot exceed 65535"
+        if c.port + v - 1 > 65535
+        else None
+    ),
+)
+
+FLEET_ALONE = Rule(
+    "not with --data-parallel-size",
+    "a fleet's instances have no data-parallel ranks",
+    lambda v, c: (
+        "num-instances and data-parallel-size cannot both be above 1: a fleet's instances "
+        "have no data-parallel ranks"
+        if v > 1 and c.data_parallel_size > 1
+        else None
+    ),
+)
+
+FLEET_CONFIG = Rule(
+    "an existing file",
+    "fleet-config file not found",
+    lambda v, c: f"fleet-config file {v} not found" if v and not os.path.isfile(v) else None,
+)
+
 _TCP_ENDPOINT = re.compile(r"tcp://(?P<host>\S+):(?P<port>[^:\]]*)", re.ASCII)
 _NAMED_ENDPOINT = re.compile(r"(?:ipc|inproc)://\S+", re.ASCII)
 

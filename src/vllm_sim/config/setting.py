@@ -35,6 +35,7 @@ class Group(enum.Enum):
     LORA = "LoRA"
     FAILURES = "Failure injection & fake metrics"
     DATA_PARALLEL = "Data parallel"
+    FLEET = "Fleet (many instances from one command)"
     TLS = "TLS"
     DATASETS = "Tokenizer & datasets"
     IGNORED = "Ignored vLLM flags"

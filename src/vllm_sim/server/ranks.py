@@ -1,21 +1,23 @@
-"""Data parallelism: one OS process per rank, started and stopped together.
+"""Child processes started and stopped together: data-parallel ranks, a fleet's groups.
 
 With `--data-parallel-size D`, rank r serves the whole API on port + r with its own engine,
 queue, KV cache, metrics and KV events (ZMQ ports offset by r, r in every batch). Separate
 processes put ranks on separate cores. The parent only forwards signals and waits: the
-first SIGTERM/SIGINT makes every rank drain, a second one makes them exit at once.
+first SIGTERM/SIGINT makes every rank drain, a second one makes them exit at once. A fleet
+spread over processes (--fleet-processes) runs the same way, one group of instances each.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
@@ -23,10 +25,11 @@ from types import FrameType
 from vllm_sim.config import Config
 
 RankMain = Callable[[Config, int, int], int]  # (config, port, rank) -> exit status
+ProcessMain = Callable[[], int]  # a child process's work -> its exit status
 _PARENT_POLL = 1.0  # seconds between two checks that the parent still lives
 
 
-def _run_rank(main: RankMain, cfg: Config, port: int, rank: int) -> None:
+def _run_child(main: ProcessMain) -> None:
     # A group of its own: a Ctrl-C or `timeout` signals the parent's group, and the parent
     # forwards it once; receiving it twice would skip the drain.
     os.setpgrp()
@@ -36,7 +39,7 @@ def _run_rank(main: RankMain, cfg: Config, port: int, rank: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _stop_with_parent(os.getppid())
-    sys.exit(main(cfg, port, rank))
+    sys.exit(main())
 
 
 def _stop_with_parent(parent: int) -> None:
@@ -52,11 +55,21 @@ def _stop_with_parent(parent: int) -> None:
 
 def serve_ranks(cfg: Config, main: RankMain) -> int:
     """Runs ranks 0..D-1 as child processes; the worst exit status of them all."""
+    return serve_processes(
+        [
+            (f"rank-{r}", functools.partial(main, cfg, cfg.port + r, r))
+            for r in range(cfg.data_parallel_size)
+        ]
+    )
+
+
+def serve_processes(children: Sequence[tuple[str, ProcessMain]]) -> int:
+    """Runs each (name, main) as a child process, started and stopped together; the worst
+    exit status of them all."""
     # fork keeps start-up fast (nothing to re-import); no thread runs yet at this point.
     context = multiprocessing.get_context("fork")
     ranks: list[BaseProcess] = [
-        context.Process(target=_run_rank, args=(main, cfg, cfg.port + r, r), name=f"rank-{r}")
-        for r in range(cfg.data_parallel_size)
+        context.Process(target=_run_child, args=(main,), name=name) for name, main in children
     ]
 
     def forward(signum: int, _frame: FrameType | None) -> None:

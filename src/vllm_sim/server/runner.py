@@ -1,4 +1,4 @@
-"""Runs an instance on the HTTP server, on uvloop, with a draining graceful shutdown."""
+"""Runs instances on the HTTP server, on uvloop, with a draining graceful shutdown."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 
 import uvloop
 
@@ -46,8 +46,8 @@ GC_THRESHOLDS = (100_000, 20, 100)
 
 
 class SimulatorServer:
-    """Serves an instance until stopped; the first SIGTERM/SIGINT drains rather than
-    closing at once.
+    """Serves instances (one, or a fleet on consecutive ports) until stopped; the first
+    SIGTERM/SIGINT drains rather than closing at once.
 
     While draining, generation endpoints answer 503 and every other endpoint keeps
     working; once no request is queued or running the server stops and the process exits 0.
@@ -56,8 +56,8 @@ class SimulatorServer:
     A second signal exits at once with status 1.
     """
 
-    def __init__(self, instance: Instance, host: str, tls: TlsSetup | None) -> None:
-        self._instance = instance
+    def __init__(self, instances: Sequence[Instance], host: str, tls: TlsSetup | None) -> None:
+        self._instances = list(instances)
         self._host = host
         self._tls = tls
         self._drain_task: asyncio.Task[None] | None = None
@@ -66,9 +66,37 @@ class SimulatorServer:
         self.exit_status = 0
 
     async def run(self) -> int:
-        instance = self._instance
-        app = instance.app
         self._stopped = asyncio.Event()
+        started: list[tuple[HttpServer, GrpcSide | None]] = []
+        for instance in self._instances:
+            served = await self._start(instance)
+            if served is None:
+                await self._stop(started, 0)
+                return 1
+            started.append(served)
+        for instance in self._instances:
+            self._announce(instance)
+        loop = asyncio.get_running_loop()
+        background = [
+            loop.create_task(run()) for instance in self._instances for run in instance.background
+        ]
+        if self._tls is not None:
+            self._tls.start_watching()
+        # Everything built so far (modules, tables, the app) lives as long as the process:
+        # kept out of the collector's reach, a full collection under load walks only what
+        # requests made, which keeps its pause on the event loop short.
+        gc.freeze()
+        gc.set_threshold(*GC_THRESHOLDS)
+        with self._signals(loop):
+            await self._stopped.wait()
+        for task in background:
+            task.cancel()
+        await self._stop(started, CLOSE_GRACE)
+        return self.exit_status
+
+    async def _start(self, instance: Instance) -> tuple[HttpServer, GrpcSide | None] | None:
+        """The instance's HTTP server listening (and its gRPC side); None if it cannot."""
+        app = instance.app
         cfg = instance.config
         read_timeout = cfg.request_read_timeout.seconds
         limits = ConnectionLimits(
@@ -88,7 +116,7 @@ class SimulatorServer:
                     await grpc_side.target()
                 except RuntimeError as exc:  # grpc's way of saying a port cannot be had
                     log.error("cannot serve gRPC on --grpc-port %s: %s", cfg.grpc_port, exc)
-                    return 1
+                    return None
             server.grpc_target = grpc_side.target
             if context is not None:
                 context.set_alpn_protocols(list(ALPN_PROTOCOLS))
@@ -98,34 +126,26 @@ class SimulatorServer:
             log.error("cannot listen on %s:%d: %s", self._host, instance.port, exc.strerror)
             if grpc_side is not None:
                 await grpc_side.stop(0)
-            return 1
-        self._announce()
-        loop = asyncio.get_running_loop()
-        background = [loop.create_task(run()) for run in instance.background]
-        if self._tls is not None:
-            self._tls.start_watching()
-        # Everything built so far (modules, tables, the app) lives as long as the process:
-        # kept out of the collector's reach, a full collection under load walks only what
-        # requests made, which keeps its pause on the event loop short.
-        gc.freeze()
-        gc.set_threshold(*GC_THRESHOLDS)
-        with self._signals(loop):
-            await self._stopped.wait()
-        for task in background:
-            task.cancel()
-        if grpc_side is not None:
-            await grpc_side.stop(CLOSE_GRACE)
-        await server.shutdown(CLOSE_GRACE)
-        return self.exit_status
+            return None
+        return server, grpc_side
 
-    def _announce(self) -> None:
-        cfg, port = self._instance.config, self._instance.port
+    @staticmethod
+    async def _stop(started: list[tuple[HttpServer, GrpcSide | None]], grace: float) -> None:
+        async def stop(server: HttpServer, grpc_side: GrpcSide | None) -> None:
+            if grpc_side is not None:
+                await grpc_side.stop(grace)
+            await server.shutdown(grace)
+
+        await asyncio.gather(*(stop(server, grpc_side) for server, grpc_side in started))
+
+    def _announce(self, instance: Instance) -> None:
+        cfg, port = instance.config, instance.port
         scheme = "http" if self._tls is None else "https"
         host = self._host
         shown = f"[{host}]" if ":" in host else host
         log.info("vllm-sim serving %s on %s://%s:%d", cfg.display_model_name, scheme, shown, port)
         http_log.info("HTTP server listening on %s://%s:%d", scheme, shown, port)
-        self._instance.readiness.start()
+        instance.readiness.start()
 
     @contextlib.contextmanager
     def _signals(self, loop: asyncio.AbstractEventLoop) -> Generator[None, None, None]:
@@ -146,16 +166,20 @@ class SimulatorServer:
             os._exit(1)
         self._first_signal = now
         log.info("%s received: draining in-flight requests", signal.Signals(sig).name)
-        self._instance.drain.active = True
+        for instance in self._instances:
+            instance.drain.active = True
         self._drain_task = asyncio.get_running_loop().create_task(self._drain())
 
+    def _open_requests(self) -> int:
+        return sum(instance.engine.view.open_requests for instance in self._instances)
+
     async def _drain(self) -> None:
-        engine = self._instance.engine
-        deadline = time.monotonic() + self._instance.config.drain_timeout.seconds
-        while engine.view.open_requests > 0 and time.monotonic() < deadline:
+        timeout = max(instance.config.drain_timeout.seconds for instance in self._instances)
+        deadline = time.monotonic() + timeout
+        while self._open_requests() > 0 and time.monotonic() < deadline:
             await asyncio.sleep(_DRAIN_POLL)
-        if engine.view.open_requests > 0:
-            stopped = engine.stop_all(STOPPED)
+        if self._open_requests() > 0:
+            stopped = sum(instance.engine.stop_all(STOPPED) for instance in self._instances)
             log.warning("drain timed out: %d requests stopped with an error", stopped)
             self.exit_status = DRAIN_CUT_SHORT
             await asyncio.sleep(_FLUSH)  # their answers are written before sockets close
@@ -166,6 +190,11 @@ class SimulatorServer:
 def serve(instance: Instance, host: str, tls: TlsSetup | None = None) -> int:
     """Serves until stopped; the exit status (0, 1 if the port cannot be had, or
     DRAIN_CUT_SHORT)."""
-    server = SimulatorServer(instance, host, tls)
+    return serve_all([instance], host, tls)
+
+
+def serve_all(instances: Sequence[Instance], host: str, tls: TlsSetup | None = None) -> int:
+    """Serves every instance on one event loop until stopped (see `serve`)."""
+    server = SimulatorServer(instances, host, tls)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(server.run())

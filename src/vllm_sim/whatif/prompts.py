@@ -5,8 +5,10 @@ the same 512 tokens, so requests sharing a prefix of ids share that prefix of to
 and the engine's prefix cache finds it as a real one would. Tokens past the blocks (and
 every token of a trace without blocks) are the request's own, shared with no one.
 
-Ids are pseudo-random below 32,000, so that every model's vocabulary holds them and the
-same prompts can be sent to a real vLLM as token ids.
+Ids are pseudo-random from 256 to 31,999, so that every model's vocabulary holds them (and
+the same prompts can be sent to a real vLLM as token ids), and all take three bytes in the
+KV block hashes' CBOR: ids of one width are encoded in a few C-level passes, mixed widths
+token by token, which costs several times more per prompt.
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ from array import array
 from vllm_sim.whatif.trace import MOONCAKE_BLOCK, TraceRequest
 
 VOCABULARY_SPAN = 32_000
-# Each id is two random bytes, the high one taken modulo 125: (124 << 8) + 255 = 31,999.
-_HIGH_BYTE = bytes(b % 125 for b in range(256))
+# Each id is two random bytes, the high one made 1..124: from 1 << 8 to (124 << 8) + 255.
+_HIGH_BYTE = bytes(1 + b % 124 for b in range(256))
 # Seeds of a request's own tokens, apart from any block id's.
 _OWN_SEED = 1 << 48
 
 
 def random_ids(seed: int, count: int) -> list[int]:
-    """`count` ids below VOCABULARY_SPAN, the same for the same seed."""
+    """`count` ids from 256 to below VOCABULARY_SPAN, the same for the same seed."""
     raw = bytearray(random.Random(seed).randbytes(2 * count))
     raw[1::2] = raw[1::2].translate(_HIGH_BYTE)
     ids = array("H", raw)

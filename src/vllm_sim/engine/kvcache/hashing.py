@@ -7,10 +7,11 @@
 These must be bit-identical to the llm-d router's (cbor2 `canonical=True` / fxamacker canonical
 mode), so the encoder below emits RFC 7049 canonical CBOR for exactly the types the chain uses.
 
-Hashing runs for every prompt, and FNV-1a is a strictly sequential byte loop, which is the cost
-that matters in pure Python. Three things keep it down:
+Hashing runs for every prompt, and FNV-1a is a strictly sequential byte loop. In the compiled
+build it runs on machine integers (fnv.py). In pure Python, where it is the cost that matters,
+three things keep it down:
 
-* `_fnv_continue` splits the state so most per-byte work is on small ints, and folds eight
+* `_fnv_tables` splits the state so most per-byte work is on small ints, and folds eight
   bytes into one big-int multiply-add (see there): some 20-25% less time than the textbook loop.
 * A prompt's token ids are CBOR-encoded in a few C-level passes when they all share one head
   width (the simulated tokenizer's 32-bit ids almost always do), else through a small cache.
@@ -25,6 +26,8 @@ from array import array
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Final
+
+from vllm_sim.engine.kvcache import fnv
 
 __all__ = [
     "block_hashes",
@@ -63,7 +66,7 @@ _HIGH_AFTER: Final = [
 ]
 
 
-def _fnv_continue(state: int, data: bytes) -> int:
+def _fnv_tables(state: int, data: bytes) -> int:
     """FNV-1a-64 of `data` continued from `state` (a previous FNV-1a-64 value)."""
     n = len(data)
     by8 = n & ~7
@@ -89,6 +92,12 @@ def _fnv_continue(state: int, data: bytes) -> int:
     for byte in data[by8:]:  # at most seven left: the textbook step
         state = ((state ^ byte) * FNV_PRIME) & _MASK_64
     return state
+
+
+# Compiled, fnv.py's machine-integer loop is an order of magnitude faster than the loop
+# above; interpreted, it is slower.
+_COMPILED: Final = fnv.__file__ is not None and not fnv.__file__.endswith(".py")
+_fnv_continue: Final = fnv.fnv_continue_native if _COMPILED else _fnv_tables
 
 
 def fnv1a_64(data: bytes) -> int:
@@ -261,21 +270,23 @@ def _encode_run_by_range(tokens: Sequence[int]) -> bytes | None:
     return _interleave(info, [raw[k::size] for k in range(size)])
 
 
-class _UintCache(dict[int, bytes]):
-    """token id -> its CBOR encoding, filled on demand; bounded so odd inputs can't bloat it."""
+# token id -> its CBOR encoding, filled on demand; bounded so odd inputs can't bloat it. A
+# plain dict read with .get: a dict subclass with __missing__ cost ~10x more per token
+# compiled (a real tokenizer's ids mix head widths, so every token of a prompt goes here).
+_UINT_CBOR: Final[dict[int, bytes]] = {}
+_UINT_CBOR_LIMIT: Final = 1 << 17  # covers typical vocabularies; caps the memory near 8 MB
 
-    _LIMIT: Final = 1 << 17  # covers typical vocabularies; caps the memory near 8 MB
 
-    def __missing__(self, value: int) -> bytes:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"token ids must be unsigned integers, got {value!r}")
-        encoded = _head(0, value)
-        if len(self) < self._LIMIT:
-            self[value] = encoded
+def _uint_cbor(value: int) -> bytes:
+    encoded = _UINT_CBOR.get(value)
+    if encoded is not None:
         return encoded
-
-
-_UINT_CBOR: Final = _UintCache()
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"token ids must be unsigned integers, got {value!r}")
+    encoded = _head(0, value)
+    if len(_UINT_CBOR) < _UINT_CBOR_LIMIT:
+        _UINT_CBOR[value] = encoded
+    return encoded
 
 
 def _block_token_bytes(tokens: Sequence[int], n_blocks: int, block_size: int) -> list[bytes]:
@@ -287,9 +298,10 @@ def _block_token_bytes(tokens: Sequence[int], n_blocks: int, block_size: int) ->
     if encoded is not None:
         step = len(encoded) // n_blocks  # every block has the same byte length
         return [array_head + encoded[i : i + step] for i in range(0, len(encoded), step)]
-    lookup = _UINT_CBOR.__getitem__
+    cache = _UINT_CBOR
+    each = [cache.get(token) or _uint_cbor(token) for token in run]
     return [
-        array_head + b"".join(map(lookup, run[start : start + block_size]))
+        array_head + b"".join(each[start : start + block_size])
         for start in range(0, covered, block_size)
     ]
 
