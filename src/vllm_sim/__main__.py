@@ -111,12 +111,12 @@ def serve_group(members: Sequence[tuple[Config, int, int]], notes: Sequence[Note
     until stopped; the exit status. `notes` are logged once the last start-up check
     passed, so a failed start still says one line."""
     # Imported late so that --help and config errors answer fast.
+    from vllm_sim.engine.tokenizer.select import TokenizerChoice
     from vllm_sim.server.build import build_instance
     from vllm_sim.server.dataset_setup import DatasetSetupError
     from vllm_sim.server.runner import serve_all
     from vllm_sim.server.step_timing import step_timing
     from vllm_sim.server.tls import TlsError, tls_setup
-    from vllm_sim.engine.tokenizer.select import TokenizerChoice
     from vllm_sim.server.tokenizer_setup import choose_tokenizer
 
     tokenizers: dict[tuple[object, ...], TokenizerChoice] = {}  # one per model, shared
