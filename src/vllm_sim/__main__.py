@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
         from vllm_sim.whatif.cli import compare_main
 
         return compare_main(args[1:])
+    if args[:1] == ["plan"]:
+        from vllm_sim.whatif.plan_cli import plan_main
+
+        return plan_main(args[1:])
     try:
         loaded = load_startup(args, os.environ)
     except HelpRequested as help_text:

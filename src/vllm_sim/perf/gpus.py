@@ -52,6 +52,10 @@ class GpuSpec:
     per_request_overhead_s: float = 4.4e-6
     # One tensor-parallel all-reduce of a layer's activations; a layer has two.
     allreduce_s: float = 15e-6
+    # What an hour of one GPU costs, in dollars, for capacity planning: indicative
+    # on-demand cloud prices (they vary by provider and contract: --gpu-cost or a
+    # --gpu-spec-file sets the ones that apply). 0: unknown.
+    cost_per_hour: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -75,7 +79,9 @@ class GpuSpec:
 
 # Overheads may be switched off; every other number must be positive, efficiencies at
 # most 1.
-_MAY_BE_ZERO: Final = frozenset({"step_overhead_s", "per_request_overhead_s", "allreduce_s"})
+_MAY_BE_ZERO: Final = frozenset(
+    {"step_overhead_s", "per_request_overhead_s", "allreduce_s", "cost_per_hour"}
+)
 _FRACTIONS: Final = frozenset(
     {"weight_bandwidth_efficiency", "kv_bandwidth_efficiency", "compute_efficiency"}
 )
@@ -94,19 +100,59 @@ def _check_number(key: str, value: object, where: str) -> None:
 GPUS: Final[Mapping[str, GpuSpec]] = {
     spec.name: spec
     for spec in (
-        GpuSpec("H100", bf16_tflops=989, fp8_tflops=1979, memory_gb=80, bandwidth_tbps=3.35),
-        GpuSpec("H200", bf16_tflops=989, fp8_tflops=1979, memory_gb=141, bandwidth_tbps=4.8),
+        GpuSpec(
+            "H100",
+            bf16_tflops=989,
+            fp8_tflops=1979,
+            memory_gb=80,
+            bandwidth_tbps=3.35,
+            cost_per_hour=3.0,
+        ),
+        GpuSpec(
+            "H200",
+            bf16_tflops=989,
+            fp8_tflops=1979,
+            memory_gb=141,
+            bandwidth_tbps=4.8,
+            cost_per_hour=3.8,
+        ),
         # SXM; the PCIe card has the same peaks and 1.935 TB/s.
-        GpuSpec("A100-80GB", bf16_tflops=312, fp8_tflops=None, memory_gb=80, bandwidth_tbps=2.039),
-        GpuSpec("L4", bf16_tflops=121, fp8_tflops=242, memory_gb=24, bandwidth_tbps=0.3),
-        GpuSpec("L40S", bf16_tflops=362, fp8_tflops=733, memory_gb=48, bandwidth_tbps=0.864),
+        GpuSpec(
+            "A100-80GB",
+            bf16_tflops=312,
+            fp8_tflops=None,
+            memory_gb=80,
+            bandwidth_tbps=2.039,
+            cost_per_hour=1.8,
+        ),
+        GpuSpec(
+            "L4",
+            bf16_tflops=121,
+            fp8_tflops=242,
+            memory_gb=24,
+            bandwidth_tbps=0.3,
+            cost_per_hour=0.8,
+        ),
+        GpuSpec(
+            "L40S",
+            bf16_tflops=362,
+            fp8_tflops=733,
+            memory_gb=48,
+            bandwidth_tbps=0.864,
+            cost_per_hour=1.2,
+        ),
         # Blackwell GB202, 188 SMs: NVIDIA's RTX Blackwell figures are 503.8 dense
         # BF16/FP16 tensor TFLOPS (1007.6 sparse) and 1007.6 dense FP8 (2015 sparse), as
         # spec listings (e.g. hmc-tech.com) reproduce them. The datasheet bandwidth is
         # 1.792 TB/s; 1.6 is the figure LLMServingSim's set B profile is modelled with,
         # and the calibration in the tests is against that profile.
         GpuSpec(
-            "RTX-PRO-6000", bf16_tflops=503.8, fp8_tflops=1007.6, memory_gb=96, bandwidth_tbps=1.6
+            "RTX-PRO-6000",
+            bf16_tflops=503.8,
+            fp8_tflops=1007.6,
+            memory_gb=96,
+            bandwidth_tbps=1.6,
+            cost_per_hour=1.8,
         ),
     )
 }

@@ -1,4 +1,4 @@
-"""`vllm-sim replay` and `vllm-sim compare`: the what-if commands.
+"""`vllm-sim replay` and `vllm-sim compare`: the what-if commands (plan: plan_cli.py).
 
     vllm-sim replay TRACE [replay options] [server flags]
     vllm-sim compare A B
@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from vllm_sim.config import ConfigError, HelpRequested, load_startup
+from vllm_sim.whatif.arguments import positive_float, positive_int
 from vllm_sim.whatif.results import RunResult
 from vllm_sim.whatif.routers import ROUTERS
 from vllm_sim.whatif.trace import TRACE_FORMATS, TraceError, read_trace
@@ -37,7 +38,7 @@ def replay_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("trace", type=Path, help="Mooncake JSONL, CSV, or OpenAI-request JSONL")
     parser.add_argument(
-        "--instances", type=_positive_int, default=1, help="simulated instances (default 1)"
+        "--instances", type=positive_int, default=1, help="simulated instances (default 1)"
     )
     parser.add_argument(
         "--router", choices=ROUTERS, default="round-robin", help="how requests pick an instance"
@@ -56,13 +57,13 @@ def replay_parser() -> argparse.ArgumentParser:
         help="the output folder (default replay-out)",
     )
     parser.add_argument("--strict", action="store_true", help="stop at the first bad trace line")
-    parser.add_argument("--limit", type=_positive_int, help="replay the first N requests only")
+    parser.add_argument("--limit", type=positive_int, help="replay the first N requests only")
     parser.add_argument(
-        "--rate", type=_positive_float, help="arrivals a second for requests without a timestamp"
+        "--rate", type=positive_float, help="arrivals a second for requests without a timestamp"
     )
     parser.add_argument(
         "--sample-interval",
-        type=_positive_float,
+        type=positive_float,
         default=1.0,
         help="seconds between two samples of the fleet (default 1)",
     )
@@ -75,7 +76,7 @@ def replay_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--speedup",
-        type=_positive_float,
+        type=positive_float,
         default=1.0,
         help="with --target: send the trace this many times faster",
     )
@@ -214,17 +215,3 @@ def compare_main(argv: Sequence[str]) -> int:
         print(f"vllm-sim compare: {error}", file=sys.stderr)
         return 2
     return 0
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError("must be a positive number")
-    return value

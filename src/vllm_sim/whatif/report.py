@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vllm_sim.whatif.plan import Plan
 from vllm_sim.whatif.results import Distribution, RunResult
 
 REPORT_HTML = "report.html"
@@ -148,3 +149,81 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
         "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+PLAN_JSON, PLAN_CSV, PLAN_PNG = "plan.json", "plan.csv", "frontier.png"
+
+
+def frontier_rows(result: Plan) -> tuple[list[str], list[list[str]]]:
+    """The frontier as a table: a header and one row per point, cheapest first."""
+    names = list(result.slo)
+    header = [
+        "gpu",
+        "tp",
+        "max_num_seqs",
+        "max_batched",
+        "replicas",
+        "$/h",
+        *names,
+        "failed",
+        "meets",
+    ]
+    rows = []
+    for point in result.frontier:
+        c = point.candidate
+        rows.append(
+            [
+                c.gpu,
+                str(c.tensor_parallel),
+                str(c.max_num_seqs),
+                str(c.max_num_batched_tokens),
+                str(point.replicas),
+                f"{point.cost_per_hour:.2f}",
+                *(f"{1000 * point.metrics.get(n, float('nan')):.1f}ms" for n in names),
+                str(point.failed),
+                "yes" if point.meets else "no",
+            ]
+        )
+    return header, rows
+
+
+def write_plan(result: Plan, folder: Path, plots: bool) -> list[Path]:
+    """plan.json, plan.csv (the frontier) and frontier.png in `folder`."""
+    import csv
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [folder / PLAN_JSON, folder / PLAN_CSV]
+    written[0].write_text(json.dumps(result.to_json(), indent=1) + "\n")
+    header, rows = frontier_rows(result)
+    with written[1].open("w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(header)
+        out.writerows(rows)
+    if plots and plotting_available() and result.frontier:
+        written.append(_frontier_png(result, folder / PLAN_PNG))
+    return written
+
+
+def _frontier_png(result: Plan, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(result.slo)
+    figure, grid = plt.subplots(1, len(names), figsize=(5 * len(names), 3.8), squeeze=False)
+    for axes, name in zip(grid[0], names, strict=True):
+        for meets, marker, label in ((True, "o", "meets the SLO"), (False, "x", "misses it")):
+            points = [p for p in result.frontier if p.meets is meets]
+            axes.scatter(
+                [p.cost_per_hour for p in points],
+                [1000 * p.metrics.get(name, float("nan")) for p in points],
+                marker=marker,
+                label=label,
+            )
+        axes.axhline(1000 * result.slo[name], color="tab:red", linestyle="--", label="limit")
+        axes.set(xlabel="$ per hour", ylabel=f"{name} (ms)", title=f"{name} by fleet cost")
+        axes.legend()
+    _save(figure, path)
+    return path

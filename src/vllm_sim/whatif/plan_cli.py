@@ -1,0 +1,187 @@
+"""`vllm-sim plan`: the cheapest fleet that serves a trace within an SLO (see plan.py).
+
+    vllm-sim plan --trace TRACE --slo LIMITS --gpu GPUS [plan options] [server flags]
+
+Flags plan does not know are server flags (`--model`, `--max-model-len`, a `--config`
+YAML file, ...), read exactly as the server reads them; --timing-model is roofline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from vllm_sim.whatif import plan as planning
+from vllm_sim.whatif.arguments import positive_int
+from vllm_sim.whatif.report import frontier_rows, write_plan
+from vllm_sim.whatif.routers import ROUTERS
+from vllm_sim.whatif.trace import TRACE_FORMATS, TraceError, read_trace
+
+PLAN_USAGE = (
+    "vllm-sim plan --trace TRACE --slo METRIC=LIMIT,... --gpu GPU[,GPU...] [options] [server flags]"
+)
+
+
+def plan_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vllm-sim plan",
+        usage=PLAN_USAGE,
+        description=(
+            "Searches GPU x tensor-parallel size x max-num-seqs x max-num-batched-tokens x "
+            "replicas for the cheapest fleet whose replay of the trace (roofline timing) "
+            "meets the SLO. Flags not listed here are server flags (--model, ...)."
+        ),
+        allow_abbrev=False,
+    )
+    parser.add_argument("--trace", type=Path, required=True, help="the trace to serve")
+    parser.add_argument("--slo", required=True, help="limits, e.g. ttft_p99=500ms,itl_p99=50ms")
+    parser.add_argument("--gpu", required=True, help="GPUs to consider, comma-separated")
+    parser.add_argument("--tp", default="1,2,4,8", help="tensor-parallel sizes (default 1,2,4,8)")
+    parser.add_argument(
+        "--max-num-seqs-choices",
+        default="64,128,256",
+        help="max-num-seqs values (default 64,128,256)",
+    )
+    parser.add_argument(
+        "--max-num-batched-tokens-choices",
+        default="2048,8192",
+        help="max-num-batched-tokens values (default 2048,8192)",
+    )
+    parser.add_argument(
+        "--max-replicas", type=positive_int, default=64, help="replicas at most (default 64)"
+    )
+    parser.add_argument(
+        "--router", choices=ROUTERS, default="least-requests", help="the fleet's router"
+    )
+    parser.add_argument(
+        "--gpu-cost", default="", help="dollars per GPU-hour, e.g. H100=2.5,H200=3.2"
+    )
+    parser.add_argument("--format", choices=TRACE_FORMATS, default="auto", dest="trace_format")
+    parser.add_argument("--limit", type=positive_int, help="plan for the first N requests only")
+    parser.add_argument(
+        "--out", type=Path, default=Path("plan-out"), help="output folder (default plan-out)"
+    )
+    parser.add_argument(
+        "--workers", type=positive_int, help="local worker processes (default: one per core)"
+    )
+    parser.add_argument("--ray", metavar="ADDRESS", help="run the search on this Ray cluster")
+    parser.add_argument("--no-plots", action="store_true", help="no PNG picture of the frontier")
+    return parser
+
+
+def plan_main(argv: Sequence[str]) -> int:
+    args, server_flags = plan_parser().parse_known_args(list(argv))
+    try:
+        slo = planning.parse_slo(args.slo)
+        gpus = _names(args.gpu)
+        costs = planning.gpu_costs(gpus, _costs(args.gpu_cost))
+        jobs_of = planning.candidates(
+            gpus,
+            _ints(args.tp, "--tp"),
+            _ints(args.max_num_seqs_choices, "--max-num-seqs-choices"),
+            _ints(args.max_num_batched_tokens_choices, "--max-num-batched-tokens-choices"),
+        )
+        read_trace(args.trace, args.trace_format, limit=args.limit)  # a bad trace stops here
+        executor = (
+            planning.ray_executor(args.ray)
+            if args.ray
+            else planning.local_executor(args.workers or planning.default_workers())
+        )
+    except (ValueError, TraceError) as error:
+        print(f"vllm-sim plan: {error}", file=sys.stderr)
+        return 2
+    flags = (*server_flags, "--timing-model", "roofline")
+    environ = tuple(os.environ.items())
+    jobs = [
+        planning.PlanJob(
+            c,
+            str(args.trace),
+            args.trace_format,
+            args.limit,
+            flags,
+            tuple(slo.items()),
+            args.max_replicas,
+            args.router,
+            costs[c.gpu],
+            environ,
+        )
+        for c in jobs_of
+    ]
+    result = planning.plan(jobs, slo, executor)
+    write_plan(result, args.out, not args.no_plots)
+    print(_plan_text(result, args.out))
+    return 0 if result.best is not None else 1
+
+
+def _plan_text(result: planning.Plan, folder: Path) -> str:
+    header, rows = frontier_rows(result)
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(str(c).rjust(w) for c, w in zip(row, widths, strict=True))
+        for row in [header, *rows]
+    ]
+    for skipped in (r for r in result.results if r.skipped):
+        c = skipped.candidate
+        lines.append(f"skipped {c.gpu} TP{c.tensor_parallel}: {skipped.skipped}")
+    best = result.best
+    if best is not None:
+        c = best.candidate
+        lines.append(
+            f"plan: {best.replicas} x {c.gpu} TP{c.tensor_parallel} (max-num-seqs "
+            f"{c.max_num_seqs}, max-num-batched-tokens {c.max_num_batched_tokens}), "
+            f"${best.cost_per_hour:.2f}/h"
+        )
+    else:
+        closest = result.closest
+        lines.append("no fleet meets the SLO")
+        if closest is not None:
+            c = closest.candidate
+            misses = (
+                ", ".join(
+                    f"{k} {1000 * closest.metrics.get(k, math.inf):.1f} ms > {1000 * v:.1f} ms"
+                    for k, v in result.slo.items()
+                    if closest.metrics.get(k, math.inf) > v
+                )
+                or f"{closest.failed} requests failed"
+            )
+            lines.append(
+                f"closest: {closest.replicas} x {c.gpu} TP{c.tensor_parallel} (max-num-seqs "
+                f"{c.max_num_seqs}, max-num-batched-tokens {c.max_num_batched_tokens}): {misses}"
+            )
+    lines.append(f"report: {folder / 'plan.json'}")
+    return "\n".join(lines)
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ValueError("--gpu names no GPU")
+    return names
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} must be comma-separated integers, not {text!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"{flag} must list positive integers")
+    return values
+
+
+def _costs(text: str) -> dict[str, float]:
+    costs = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, sep, value = part.partition("=")
+        try:
+            cost = float(value)
+        except ValueError:
+            cost = -1.0
+        if not sep or cost <= 0:
+            raise ValueError(f"--gpu-cost {part!r}: expected GPU=DOLLARS, a positive number")
+        costs[name.strip()] = cost
+    return costs
