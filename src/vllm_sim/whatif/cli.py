@@ -86,6 +86,9 @@ def replay_parser() -> argparse.ArgumentParser:
 def replay_main(argv: Sequence[str]) -> int:
     parser = replay_parser()
     args, server_flags = parser.parse_known_args(list(argv))
+    if args.out.exists() and not args.out.is_dir():
+        print(f"vllm-sim replay: --out {args.out} is a file, not a folder", file=sys.stderr)
+        return 2
     try:
         trace = read_trace(args.trace, args.trace_format, args.strict, args.rate, args.limit)
     except TraceError as error:
@@ -101,7 +104,11 @@ def replay_main(argv: Sequence[str]) -> int:
         except (ConfigError, ValueError) as error:
             print(f"vllm-sim replay: {error}", file=sys.stderr)
             return 2
-    _write(result, args.out, not args.no_plots)
+    try:
+        _write(result, args.out, not args.no_plots)
+    except OSError as error:
+        print(f"vllm-sim replay: cannot write {args.out}: {error.strerror}", file=sys.stderr)
+        return 2
     print(_summary_text(result, args.out))
     return 0
 

@@ -58,8 +58,14 @@ class HttpReplay:
         self._finished = 0
 
     def run(self) -> RunResult:
+        """The run's result; ValueError (one line) when the target cannot be reached."""
         started = time.perf_counter()
-        asyncio.run(self._run())
+        try:
+            asyncio.run(self._run())
+        except httpx.HTTPError as error:
+            raise ValueError(
+                f"cannot reach {self.target}: {error or type(error).__name__}"
+            ) from None
         return RunResult(
             "http",
             {

@@ -27,7 +27,8 @@ _OWN_SEED = 1 << 48
 
 def random_ids(seed: int, count: int) -> list[int]:
     """`count` ids from 256 to below VOCABULARY_SPAN, the same for the same seed."""
-    raw = bytearray(random.Random(seed).randbytes(2 * count))
+    # Seeded by the number's text: an int seed would count only its absolute value.
+    raw = bytearray(random.Random(str(seed)).randbytes(2 * count))
     raw[1::2] = raw[1::2].translate(_HIGH_BYTE)
     ids = array("H", raw)
     if ids.itemsize != 2:  # pragma: no cover - "H" is two bytes on every supported platform

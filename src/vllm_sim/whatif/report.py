@@ -123,7 +123,7 @@ def write_html(result: RunResult, folder: Path, pictures: Sequence[Path]) -> Pat
     for picture in pictures:
         data = base64.b64encode(picture.read_bytes()).decode()
         parts.append(f"<p><img alt='{picture.stem}' src='data:image/png;base64,{data}'></p>")
-    if not pictures:
+    if not pictures and not plotting_available():
         parts.append(f"<p>No pictures: {html.escape(NO_PLOTS)}.</p>")
     if result.problems:
         shown = "".join(f"<li>{html.escape(p)}</li>" for p in result.problems[:100])

@@ -128,9 +128,9 @@ def _mooncake(number: int, row: object) -> TraceRequest:
     data = _object(row)
     hash_ids = data.get("hash_ids", [])
     if not isinstance(hash_ids, list) or not all(
-        isinstance(h, int) and not isinstance(h, bool) for h in hash_ids
+        isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in hash_ids
     ):
-        raise _BadLine("hash_ids must be a list of integers")
+        raise _BadLine("hash_ids must be a list of non-negative integers")
     return TraceRequest(
         number,
         _number(data, "timestamp", 0.0) / 1000.0,
@@ -176,7 +176,10 @@ def _openai(number: int, row: object) -> TraceRequest:
         words = len(str(body["prompt"]).split())
     else:
         raise _BadLine("neither messages (chat) nor prompt (completion)")
-    output = body.get("max_completion_tokens", body.get("max_tokens"))
+    # What the endpoint itself reads: completions know max_tokens only.
+    output = body.get("max_tokens")
+    if endpoint == "chat":
+        output = body.get("max_completion_tokens", output)
     if output is not None and (
         not isinstance(output, int) or isinstance(output, bool) or output < 1
     ):

@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.support.server import SimServer, free_port
 from vllm_sim.whatif.http_replay import parse_gauges
 
@@ -72,12 +70,6 @@ def test_a_trace_replayed_against_a_live_simulator(tmp_path: Path) -> None:
     assert "ttft_mean" in compared.stdout
 
 
-@pytest.mark.xfail(
-    reason="cli.replay_main catches ConfigError and ValueError only: without --model, "
-    "HttpReplay asks the target for /v1/models and an httpx.ConnectError escapes as a "
-    "traceback with status 1",
-    strict=True,
-)
 def test_an_unreachable_target_exits_2_with_one_line(tmp_path: Path) -> None:
     """Nothing listens on the target's port: status 2 and one line on stderr."""
     trace = write_trace(tmp_path / "trace.jsonl")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from vllm_sim.whatif import report
 from vllm_sim.whatif.compare import compare, comparison, format_table
 from vllm_sim.whatif.output import read_result, write_run
 from vllm_sim.whatif.report import NO_PLOTS, write_html
@@ -154,9 +155,10 @@ def test_compare_refuses_a_missing_run(tmp_path: Path) -> None:
         compare(tmp_path / "a", tmp_path / "missing")
 
 
-def test_the_html_report_without_pictures(tmp_path: Path) -> None:
+def test_the_html_report_without_pictures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """report.html holds the settings, the request counts, each latency, the skipped trace
-    lines (escaped) and, without pictures, how to get them."""
+    lines (escaped) and, without matplotlib, how to get the pictures."""
+    monkeypatch.setattr(report, "plotting_available", lambda: False)
     result = make_result(problems=["line 3: not JSON (<bad>)"])
     path = write_html(result, tmp_path, [])
     assert path == tmp_path / "report.html"

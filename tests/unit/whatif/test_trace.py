@@ -99,10 +99,19 @@ def test_a_mooncake_line_without_timestamp_arrives_at_time_zero(tmp_path: Path) 
         (json.dumps(mooncake(5, inputs=0)), "input_length must be a positive integer"),
         (json.dumps(mooncake(5, outputs=2.5)), "output_length must be a positive integer"),
         (json.dumps(mooncake(5, inputs=True)), "input_length must be a positive integer"),
-        (json.dumps(mooncake(5, hash_ids=[1, "2"])), "hash_ids must be a list of integers"),
-        (json.dumps(mooncake(5, hash_ids=[1.5])), "hash_ids must be a list of integers"),
-        (json.dumps(mooncake(5, hash_ids=[True])), "hash_ids must be a list of integers"),
-        (json.dumps(mooncake(5, hash_ids=7)), "hash_ids must be a list of integers"),
+        (
+            json.dumps(mooncake(5, hash_ids=[1, "2"])),
+            "hash_ids must be a list of non-negative integers",
+        ),
+        (
+            json.dumps(mooncake(5, hash_ids=[1.5])),
+            "hash_ids must be a list of non-negative integers",
+        ),
+        (
+            json.dumps(mooncake(5, hash_ids=[True])),
+            "hash_ids must be a list of non-negative integers",
+        ),
+        (json.dumps(mooncake(5, hash_ids=7)), "hash_ids must be a list of non-negative integers"),
     ],
 )
 def test_a_bad_mooncake_line_is_reported_with_its_number_and_the_rest_loads(
@@ -255,8 +264,9 @@ def test_a_bad_csv_row_is_reported_with_its_file_line(
 
 def test_openai_requests_bare_or_wrapped_with_their_endpoint_and_limits(tmp_path: Path) -> None:
     """A chat body (messages) or completion body (prompt), bare or under `body` or
-    `request`; max_completion_tokens wins over max_tokens; no limit leaves the length to
-    the model; the prompt length is estimated from its words."""
+    `request`; a chat's max_completion_tokens wins over its max_tokens, a completion reads
+    max_tokens alone (as its endpoint does); no limit leaves the length to the model; the
+    prompt length is estimated from its words."""
     chat = {
         "model": "m",
         "messages": [
@@ -265,6 +275,7 @@ def test_openai_requests_bare_or_wrapped_with_their_endpoint_and_limits(tmp_path
         ],
         "max_tokens": 7,
     }
+    chat["max_completion_tokens"] = 4
     completion = {"model": "m", "prompt": "a b c d", "max_tokens": 9, "max_completion_tokens": 4}
     unbounded = {"model": "m", "prompt": "hello"}
     path = write_jsonl(
@@ -279,9 +290,9 @@ def test_openai_requests_bare_or_wrapped_with_their_endpoint_and_limits(tmp_path
     assert trace.problems == []
     first, second, third = trace.requests
     assert arrivals(trace.requests) == pytest.approx([0.0, 0.5, 3.0])
-    assert (first.endpoint, first.output_length, first.input_length) == ("chat", 7, 5)
+    assert (first.endpoint, first.output_length, first.input_length) == ("chat", 4, 5)
     assert first.body is not None and first.body["messages"] == chat["messages"]
-    assert (second.endpoint, second.output_length, second.input_length) == ("completion", 4, 4)
+    assert (second.endpoint, second.output_length, second.input_length) == ("completion", 9, 4)
     assert second.body == completion
     assert (third.endpoint, third.output_length, third.input_length) == ("completion", None, 1)
     assert third.body == unbounded
@@ -316,7 +327,7 @@ def test_an_untimed_request_follows_the_one_before_it(tmp_path: Path) -> None:
         ({"body": "text"}, "the request body must be a JSON object"),
         ({"prompt": "x", "max_tokens": 0}, "max_tokens must be a positive integer"),
         ({"prompt": "x", "max_tokens": "5"}, "max_tokens must be a positive integer"),
-        ({"prompt": "x", "max_completion_tokens": True}, "max_tokens must be a positive integer"),
+        ({"messages": [], "max_completion_tokens": True}, "max_tokens must be a positive integer"),
         ({"prompt": "x", "timestamp": -1}, "timestamp must be a non-negative number"),
         ({"prompt": "x", "timestamp": "soon"}, "timestamp must be a non-negative number"),
     ],
