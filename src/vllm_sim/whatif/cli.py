@@ -44,6 +44,11 @@ def replay_parser() -> argparse.ArgumentParser:
         "--router", choices=ROUTERS, default="round-robin", help="how requests pick an instance"
     )
     parser.add_argument(
+        "--prefill-instances",
+        type=positive_int,
+        help="with --router pd: how many of the instances prefill (default half)",
+    )
+    parser.add_argument(
         "--format",
         choices=TRACE_FORMATS,
         default="auto",
@@ -145,6 +150,7 @@ def _run(
         args.sample_interval,
         tokenizer=tokenizer,
         progress=progress,
+        prefill_instances=args.prefill_instances,
     )
     return replay.run()
 

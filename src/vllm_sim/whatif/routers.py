@@ -9,6 +9,10 @@
   announce), so the score is what that cache really holds, not an estimate.
 
 Ties go to the instance after the last one chosen, so equal instances share the load.
+
+- pd: prefill/decode disaggregation (the replay's `prefill_instances` split the fleet): a
+  request is prefilled on the prefill instance with the fewest requests, which hands its
+  KV over, then decoded on the decode instance with the fewest, as llm-d's P/D pairs do.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from typing import Literal
 
 from vllm_sim.engine.core import Engine
 
-RouterName = Literal["round-robin", "least-requests", "least-kv-usage", "prefix-aware"]
+RouterName = Literal["round-robin", "least-requests", "least-kv-usage", "prefix-aware", "pd"]
 ROUTERS: tuple[RouterName, ...] = (
     "round-robin",
     "least-requests",
     "least-kv-usage",
     "prefix-aware",
+    "pd",
 )
 
 # The prefix-aware score's weights: cache hits first, then queue and KV headroom.
@@ -31,6 +36,8 @@ PREFIX_WEIGHT, QUEUE_WEIGHT, KV_WEIGHT = 3.0, 2.0, 2.0
 
 
 class Router:
+    """Picks among `engines` (a pool: its indices are the pool's, 0 first)."""
+
     def __init__(self, name: RouterName, engines: Sequence[Engine]) -> None:
         self.name = name
         self._engines = list(engines)
@@ -53,7 +60,7 @@ class Router:
     def _scores(self, token_ids: Sequence[int], model: str) -> list[float]:
         """Higher is better."""
         engines = self._engines
-        if self.name == "least-requests":
+        if self.name in ("least-requests", "pd"):
             return [-float(e.num_running + e.num_waiting) for e in engines]
         if self.name == "least-kv-usage":
             return [-_kv_usage(e) for e in engines]

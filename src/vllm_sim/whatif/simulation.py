@@ -86,6 +86,7 @@ class Replay:
         environ: Mapping[str, str] | None = None,
         tokenizer: Tokenizer | None = None,
         progress: Progress | None = None,
+        prefill_instances: int | None = None,
     ) -> None:
         cfg, step_model = fleet_configs(cfg, os.environ if environ is None else environ)
         self.cfg = cfg
@@ -93,7 +94,17 @@ class Replay:
         self.clock = VirtualClock()
         self.tokenizer = tokenizer or SimulatedTokenizer()
         self.engines = [self._engine(rank, step_model) for rank in range(instances)]
-        self.router = Router(router, self.engines)
+        # P/D: the first `prefill` instances prefill, the others decode.
+        self.prefill = 0
+        if router == "pd":
+            self.prefill = instances // 2 if prefill_instances is None else prefill_instances
+            if not 0 < self.prefill < instances:
+                raise ValueError(
+                    f"P/D needs prefill and decode instances: {self.prefill} of {instances} "
+                    "prefill (--prefill-instances)"
+                )
+        self.router = Router(router, self.engines[self.prefill :] if self.prefill else self.engines)
+        self.prefill_router = Router(router, self.engines[: self.prefill])
         self.sample_interval = sample_interval
         self.progress = progress
         self.records: list[RequestRecord] = []
@@ -103,6 +114,7 @@ class Replay:
         self._open = 0
         self._next = 0  # the next trace request to arrive
         self._ctx: ApiContext | None = None
+        self._decodes: dict[int, GenerationRequest] = {}  # P/D: decode legs, by request
         self._endpoints: dict[str, Endpoint[Any]] = {}
 
     def _engine(self, rank: int, step_model: StepTimeModel | None) -> Engine:
@@ -137,6 +149,7 @@ class Replay:
         return {
             "instances": len(self.engines),
             "router": self.router.name,
+            "prefill_instances": self.prefill,
             "model": cfg.model,
             "timing_model": cfg.timing_model,
             "gpu": cfg.gpu,
@@ -169,7 +182,15 @@ class Replay:
             return
         ids = request.prompts[0].token_ids
         record.input_tokens = len(ids)
-        instance = self.router.choose(ids, request.model)
+        if self.prefill:
+            self._decodes[index] = _decode_leg(request)
+            request = _prefill_leg(request)
+            instance = self.prefill_router.choose(ids, request.model)
+        else:
+            instance = self.router.choose(ids, request.model)
+        self._send(record, instance, request)
+
+    def _send(self, record: RequestRecord, instance: int, request: GenerationRequest) -> None:
         record.instance = instance
         try:
             self.engines[instance].submit(request)
@@ -184,14 +205,20 @@ class Replay:
 
     def ended(self, seq: EngineSequence, error: str | None) -> None:
         record = self.records[int(seq.request.request_id)]
+        if seq.request.do_remote_decode and error is None:
+            self._decode(record, seq)
+            return
         record.output_tokens = seq.emitted
-        record.cached_tokens = seq.cached_tokens
+        if not seq.request.do_remote_prefill:  # a decode leg's prompt came whole from its prefill
+            record.cached_tokens = seq.cached_tokens
         record.preemptions = seq.preemptions
         record.finish_reason = None if seq.finish_reason is None else str(seq.finish_reason)
         started, first = seq.t_started, seq.t_first_token
         submitted = seq.t_submitted
-        if started is not None and seq.t_enqueued is not None:
+        if started is not None and seq.t_enqueued is not None and record.queue_time is None:
             record.queue_time = started - seq.t_enqueued
+        if seq.request.do_remote_prefill:
+            submitted = record.arrival  # the decode leg: timed from the request's arrival
         if error is None and first is not None:
             record.ttft = first - submitted
             record.e2e = seq.t_last_token - submitted
@@ -203,6 +230,19 @@ class Replay:
         self.finished += 1
         seq.stream.release()
         self._tick_progress()
+
+    def _decode(self, record: RequestRecord, prefilled: EngineSequence) -> None:
+        """The prefill leg handed its KV over: the decode leg starts on a decode instance.
+        The request's queue time is the prefill's; its TTFT and latency the decode's, from
+        the request's arrival."""
+        if prefilled.t_started is not None and prefilled.t_enqueued is not None:
+            record.queue_time = prefilled.t_started - prefilled.t_enqueued
+        record.cached_tokens = prefilled.cached_tokens  # the prefill node's prefix-cache hits
+        self._open -= 1
+        prefilled.stream.release()
+        leg = self._decodes.pop(record.index)
+        ids = leg.prompts[0].token_ids
+        self._send(record, self.prefill + self.router.choose(ids, leg.model), leg)
 
     def _tick_progress(self) -> None:
         if self.progress is not None:
@@ -289,3 +329,22 @@ def replay(
 ) -> RunResult:
     """Runs `trace` through `instances` engines of `cfg` behind `router`, in simulated time."""
     return Replay(cfg, trace, instances, router, sample_interval, progress=progress).run()
+
+
+def _prefill_leg(request: GenerationRequest) -> GenerationRequest:
+    """The prefill node's request: the prompt, one token, the KV kept for the decode node."""
+    return GenerationRequest(
+        request.request_id, request.model, request.prompts, max_tokens=1, do_remote_decode=True
+    )
+
+
+def _decode_leg(request: GenerationRequest) -> GenerationRequest:
+    """The decode node's request: the same prompt, its KV sent by the prefill node."""
+    return GenerationRequest(
+        request.request_id,
+        request.model,
+        request.prompts,
+        max_tokens=request.max_tokens,
+        ignore_eos=request.ignore_eos,
+        do_remote_prefill=True,
+    )
