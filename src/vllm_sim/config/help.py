@@ -18,7 +18,8 @@ unique prefixes, `-tp 2`, `-O3`, `--kv-transfer-config.kv_role kv_both`).
 Every flag except --config and the logging flags is also a key of the --config YAML file.
 Precedence: flags > environment (SIM_MODEL, PYTHONHASHSEED) > YAML > defaults.
 [admin] marks settings POST /admin/config can change at runtime.
-`vllm-sim dataset --help`: the tool that turns conversations into a --dataset-path file."""
+`vllm-sim dataset --help`: the tool that turns conversations into a --dataset-path file.
+`vllm-sim replay --help`, `compare --help`, `plan --help`: what-if runs in simulated time."""
 _WIDTH = 36
 
 
