@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         loaded = load_startup(args, os.environ)
     except HelpRequested as help_text:
-        print(help_text, file=sys.stderr)
+        print(help_text)  # stdout, as vLLM's: `vllm-sim --help | less` pages it
         return 0
     except ConfigError as error:
         print(f"vllm-sim: invalid configuration: {error}", file=sys.stderr)

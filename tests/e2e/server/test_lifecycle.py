@@ -233,10 +233,12 @@ def test_bad_config_exits_nonzero_with_one_line(args: list[str], names: str) -> 
     assert result.stdout == ""
 
 
-def test_help_exits_zero_with_grouped_usage() -> None:
+def test_help_exits_zero_with_grouped_usage_on_stdout() -> None:
+    """--help prints to stdout (so it pipes into a pager) and nothing to stderr."""
     result = run_cli(["--help"])
     assert result.returncode == 0
-    text = result.stdout + result.stderr
+    assert result.stderr == ""
+    text = result.stdout
     assert "Usage:" in text
     headings = [
         line for line in text.splitlines() if line.endswith(":") and not line.startswith(" ")
