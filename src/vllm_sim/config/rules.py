@@ -186,6 +186,12 @@ def _max_rank(cfg: Config) -> int:
     return rank if rank >= 0 else cfg.data_parallel_size - 1
 
 
+def _max_offset(cfg: Config) -> int:
+    """The most a KV-event port is offset by: the highest data-parallel rank, or the
+    highest fleet instance index."""
+    return max(_max_rank(cfg), cfg.num_instances - 1, 0)
+
+
 DATA_PARALLEL_PORTS = Rule(
     "--port + size - 1 ≤ 65535",
     "data parallel ports (port + data-parallel-size - 1) cannot exceed 65535",
@@ -245,8 +251,11 @@ def _zmq_endpoint_error(flag: str, endpoint: str, cfg: Config, bind: bool) -> st
     if not port.isdigit() or not 1 <= int(port) <= 65535:
         ports = "1-65535 or *" if bind else "1-65535"
         return f"invalid {flag} '{endpoint}': the port must be {ports}"
-    if int(port) + max(_max_rank(cfg), 0) > 65535:
-        return f"invalid {flag} '{endpoint}': its port offset by data-parallel rank exceeds 65535"
+    if int(port) + _max_offset(cfg) > 65535:
+        return (
+            f"invalid {flag} '{endpoint}': its port offset by data-parallel rank or fleet "
+            "instance exceeds 65535"
+        )
     return None
 
 

@@ -1,9 +1,10 @@
 """A fleet: --num-instances independent simulated vLLM instances from one command.
 
 Instance i serves the whole API on port + i with an engine, KV cache, metrics and LoRA
-state of its own, its pod name suffixed `-i`, and its KV events on the ZMQ endpoint's
-port + i (their topic names port + i). The instances share one event loop per process;
---fleet-processes spreads them over that many processes, in contiguous groups.
+state of its own, its pod name suffixed `-i`, and its KV events on its ZMQ endpoint's
+port + i (their topic names port + i; the endpoint is the command's, or its entry's).
+The instances share one event loop per process; --fleet-processes spreads them over that
+many processes, in contiguous groups.
 
 A --fleet-config YAML file makes the fleet heterogeneous: its `instances` list gives each
 instance's own server settings, in order (`count: N` repeats an entry N times); instances
@@ -65,14 +66,15 @@ def groups(configs: Sequence[Config], processes: int) -> list[list[Config]]:
 
 
 def _own(cfg: Config, fleet: Config, index: int) -> Config:
-    """Instance `index`'s port, pod name and KV-event endpoints."""
+    """Instance `index`'s port, pod name and KV-event endpoints (its own settings' ports,
+    the command's or its entry's, offset by its index)."""
     return replace(
         cfg,
         port=fleet.port + index,
         pod_name=f"{fleet.pod_name}-{index}" if fleet.pod_name else "",
-        zmq_endpoint=offset_endpoint(fleet.zmq_endpoint, index),
-        kv_events_replay_endpoint=offset_endpoint(fleet.kv_events_replay_endpoint, index)
-        if fleet.kv_events_replay_endpoint
+        zmq_endpoint=offset_endpoint(cfg.zmq_endpoint, index),
+        kv_events_replay_endpoint=offset_endpoint(cfg.kv_events_replay_endpoint, index)
+        if cfg.kv_events_replay_endpoint
         else "",
         num_instances=1,
         fleet_processes=1,

@@ -61,6 +61,13 @@ def _table_timing(cfg: Config) -> StepTiming:
 
 def _roofline_timing(cfg: Config, environ: Mapping[str, str]) -> StepTiming:
     shape, source = model_shape(cfg, environ)
+    tp = cfg.tensor_parallel_size
+    if shape.heads % tp:
+        # vLLM's refusal: each GPU takes a whole share of the attention heads.
+        raise ConfigError(
+            f"Total number of attention heads ({shape.heads}) must be divisible by tensor "
+            f"parallel size ({tp})"
+        )
     try:
         gpu = resolve_gpu(cfg.gpu, cfg.gpu_spec_file)
     except ValueError as error:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from vllm_sim.config import ConfigError, HelpRequested, load_startup
-from vllm_sim.whatif.arguments import positive_float, positive_int
+from vllm_sim.whatif.arguments import flag_value, positive_float, positive_int
 from vllm_sim.whatif.results import RunResult
 from vllm_sim.whatif.routers import ROUTERS
 from vllm_sim.whatif.trace import TRACE_FORMATS, TraceError, read_trace
@@ -127,7 +127,7 @@ def _run(
     if args.target:
         from vllm_sim.whatif.http_replay import HttpReplay
 
-        model = _flag_value(flags, "--served-model-name") or _flag_value(flags, "--model")
+        model = flag_value(flags, "--served-model-name") or flag_value(flags, "--model")
         return HttpReplay(
             args.target, trace, args.speedup, model, args.sample_interval, progress=progress
         ).run()
@@ -153,15 +153,6 @@ def _run(
         prefill_instances=args.prefill_instances,
     )
     return replay.run()
-
-
-def _flag_value(flags: list[str], name: str) -> str | None:
-    for i, flag in enumerate(flags):
-        if flag == name and i + 1 < len(flags):
-            return flags[i + 1]
-        if flag.startswith(name + "="):
-            return flag.split("=", 1)[1]
-    return None
 
 
 def _write(result: RunResult, folder: Path, plots: bool) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_sim.config import ConfigError, load_config
-from vllm_sim.perf import gpu_spec
+from vllm_sim.config.gpu import resolve_gpu
 from vllm_sim.whatif.results import LATENCIES
 from vllm_sim.whatif.routers import RouterName
 from vllm_sim.whatif.trace import Trace, TraceFormat, read_trace
@@ -50,6 +50,8 @@ def parse_slo(text: str) -> dict[str, float]:
         if match is None:
             raise ValueError(f"SLO {part!r}: the limit must be a duration such as 500ms or 0.5s")
         number = float(match.group(1))
+        if number <= 0:
+            raise ValueError(f"SLO {part!r}: the limit must be above zero")
         limits[name] = number / 1000 if match.group(2) == "ms" else number
     if not limits:
         raise ValueError("the SLO sets no limit")
@@ -214,11 +216,20 @@ def candidates(
     return [Candidate(*combo) for combo in itertools.product(gpus, tps, seqs, batched)]
 
 
-def gpu_costs(gpus: Iterable[str], overrides: Mapping[str, float]) -> dict[str, float]:
-    """Dollars per GPU-hour: the override, else the GPU table's; ValueError if unknown."""
+def gpu_costs(
+    gpus: Iterable[str], overrides: Mapping[str, float], spec_file: str = ""
+) -> dict[str, float]:
+    """Dollars per GPU-hour: the override, else the GPU's own figure (the GPU table's, or
+    the --gpu-spec-file's); ValueError for an unknown GPU or one without a cost."""
     costs = {}
     for name in gpus:
-        cost = overrides.get(name, gpu_spec(name).cost_per_hour)
+        try:
+            spec = resolve_gpu(name, spec_file)
+        except ValueError:
+            if name not in overrides:
+                raise
+            spec = None  # a GPU only the server flags know: its cost is given
+        cost = overrides.get(name, spec.cost_per_hour if spec is not None else 0.0)
         if cost <= 0:
             raise ValueError(
                 f"no cost per hour for GPU {name}: give one with --gpu-cost {name}=DOLLARS"
@@ -243,7 +254,7 @@ def local_executor(workers: int) -> Executor:
 def ray_executor(address: str) -> Executor:
     """Ray tasks on the cluster at `address` (the optional `ray` extra)."""
     try:
-        import ray  # type: ignore[import-not-found]
+        import ray
     except ImportError:
         raise ValueError("--ray needs Ray: pip install 'vllm-sim[ray]'") from None
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vllm_sim.whatif import plan as planning
-from vllm_sim.whatif.arguments import positive_int
+from vllm_sim.whatif.arguments import flag_value, positive_int
 from vllm_sim.whatif.report import frontier_rows, write_plan
 from vllm_sim.whatif.routers import ROUTERS
 from vllm_sim.whatif.trace import TRACE_FORMATS, TraceError, read_trace
@@ -78,7 +78,8 @@ def plan_main(argv: Sequence[str]) -> int:
     try:
         slo = planning.parse_slo(args.slo)
         gpus = _names(args.gpu)
-        costs = planning.gpu_costs(gpus, _costs(args.gpu_cost))
+        spec_file = flag_value(server_flags, "--gpu-spec-file") or ""
+        costs = planning.gpu_costs(gpus, _costs(args.gpu_cost), spec_file)
         jobs_of = planning.candidates(
             gpus,
             _ints(args.tp, "--tp"),
@@ -181,7 +182,7 @@ def _costs(text: str) -> dict[str, float]:
             cost = float(value)
         except ValueError:
             cost = -1.0
-        if not sep or cost <= 0:
+        if not sep or not math.isfinite(cost) or cost <= 0:
             raise ValueError(f"--gpu-cost {part!r}: expected GPU=DOLLARS, a positive number")
         costs[name.strip()] = cost
     return costs

@@ -239,7 +239,8 @@ def test_invalid_replay_endpoint_fails(endpoint: str, reason: str) -> None:
 
 def test_zmq_ports_offset_by_rank_must_stay_ports() -> None:
     assert error_for("--zmq-endpoint", "tcp://h:65535", "--data-parallel-size", "2") == (
-        "invalid zmq-endpoint 'tcp://h:65535': its port offset by data-parallel rank exceeds 65535"
+        "invalid zmq-endpoint 'tcp://h:65535': its port offset by data-parallel rank or fleet "
+        "instance exceeds 65535"
     )
     load(*BASE, "--zmq-endpoint", "tcp://h:65535")
 
