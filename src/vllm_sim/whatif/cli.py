@@ -18,6 +18,7 @@ from pathlib import Path
 
 from vllm_sim.config import ConfigError, HelpRequested, load_startup
 from vllm_sim.whatif.arguments import flag_value, positive_float, positive_int
+from vllm_sim.whatif.prompts import SMALLEST_VOCABULARY, VOCABULARY_SPAN
 from vllm_sim.whatif.results import RunResult
 from vllm_sim.whatif.routers import ROUTERS
 from vllm_sim.whatif.trace import TRACE_FORMATS, TraceError, read_trace
@@ -80,6 +81,13 @@ def replay_parser() -> argparse.ArgumentParser:
         "--target", help="a live OpenAI-compatible server's URL: replay over HTTP on the wall clock"
     )
     parser.add_argument(
+        "--vocab-size",
+        type=positive_int,
+        default=VOCABULARY_SPAN,
+        help="prompt token ids of traces given as lengths stay below this (the target "
+        f"model's vocabulary; default {VOCABULARY_SPAN}, at least {SMALLEST_VOCABULARY})",
+    )
+    parser.add_argument(
         "--speedup",
         type=positive_float,
         default=1.0,
@@ -91,6 +99,11 @@ def replay_parser() -> argparse.ArgumentParser:
 def replay_main(argv: Sequence[str]) -> int:
     parser = replay_parser()
     args, server_flags = parser.parse_known_args(list(argv))
+    if args.vocab_size < SMALLEST_VOCABULARY:
+        print(
+            f"vllm-sim replay: --vocab-size must be at least {SMALLEST_VOCABULARY}", file=sys.stderr
+        )
+        return 2
     if args.out.exists() and not args.out.is_dir():
         print(f"vllm-sim replay: --out {args.out} is a file, not a folder", file=sys.stderr)
         return 2
@@ -129,7 +142,13 @@ def _run(
 
         model = flag_value(flags, "--served-model-name") or flag_value(flags, "--model")
         return HttpReplay(
-            args.target, trace, args.speedup, model, args.sample_interval, progress=progress
+            args.target,
+            trace,
+            args.speedup,
+            model,
+            args.sample_interval,
+            progress=progress,
+            vocabulary=args.vocab_size,
         ).run()
     from vllm_sim.whatif.simulation import Replay
 
@@ -151,6 +170,7 @@ def _run(
         tokenizer=tokenizer,
         progress=progress,
         prefill_instances=args.prefill_instances,
+        vocabulary=args.vocab_size,
     )
     return replay.run()
 

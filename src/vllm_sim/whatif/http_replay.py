@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from vllm_sim.whatif.prompts import prompt_ids
+from vllm_sim.whatif.prompts import VOCABULARY_SPAN, prompt_ids
 from vllm_sim.whatif.results import RequestRecord, RunResult, Sample
 from vllm_sim.whatif.trace import Trace, TraceRequest
 
@@ -44,6 +44,7 @@ class HttpReplay:
         sample_interval: float = 1.0,
         timeout: float = 600.0,
         progress: Progress | None = None,
+        vocabulary: int = VOCABULARY_SPAN,
     ) -> None:
         self.target = target.rstrip("/")
         self.trace = trace
@@ -52,6 +53,7 @@ class HttpReplay:
         self.sample_interval = sample_interval
         self.timeout = timeout
         self.progress = progress
+        self.vocabulary = vocabulary
         self.records: list[RequestRecord] = []
         self.samples: list[Sample] = []
         self._start = 0.0
@@ -169,7 +171,7 @@ class HttpReplay:
             return path, {**traced.body, **stream}
         body: dict[str, Any] = {
             "model": self.model,
-            "prompt": prompt_ids(index, traced),
+            "prompt": prompt_ids(index, traced, self.vocabulary),
             "max_tokens": traced.output_length,
             "ignore_eos": True,
             **stream,

@@ -39,7 +39,7 @@ from vllm_sim.server.build import (
 )
 from vllm_sim.server.step_timing import step_timing
 from vllm_sim.whatif.clock import VirtualClock
-from vllm_sim.whatif.prompts import prompt_ids
+from vllm_sim.whatif.prompts import VOCABULARY_SPAN, prompt_ids
 from vllm_sim.whatif.results import RequestRecord, RunResult, Sample
 from vllm_sim.whatif.routers import Router, RouterName
 from vllm_sim.whatif.trace import Trace, TraceRequest
@@ -87,6 +87,7 @@ class Replay:
         tokenizer: Tokenizer | None = None,
         progress: Progress | None = None,
         prefill_instances: int | None = None,
+        vocabulary: int = VOCABULARY_SPAN,
     ) -> None:
         cfg, step_model = fleet_configs(cfg, os.environ if environ is None else environ)
         self.cfg = cfg
@@ -107,6 +108,7 @@ class Replay:
         self.prefill_router = Router(router, self.engines[: self.prefill])
         self.sample_interval = sample_interval
         self.progress = progress
+        self.vocabulary = vocabulary
         self.records: list[RequestRecord] = []
         self.samples: list[Sample] = []
         self.preemptions = 0
@@ -271,7 +273,7 @@ class Replay:
         model = self.cfg.served_model_name[0] if self.cfg.served_model_name else self.cfg.model
         if traced.body is not None:
             return self._openai_request(index, traced, model)
-        ids = prompt_ids(index, traced)
+        ids = prompt_ids(index, traced, self.vocabulary)
         return GenerationRequest(
             str(index),
             model,
