@@ -82,6 +82,10 @@ class ContentSource:
         else:
             self._random(seq, max_model_len, rng)
         self._end(seq)
+        if request.reasoning:
+            # The answer's first tokens are its reasoning, its end-of-sequence token never.
+            text = len(seq.output_ids) - (1 if seq.eos else 0)
+            seq.reasoning_tokens = int(text * request.reasoning)
 
     def _rng_of(self, seq: Sequence) -> random.Random:
         """A seeded request draws from its own generator, so the same seed gives the same

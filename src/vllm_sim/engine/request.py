@@ -94,6 +94,9 @@ class GenerationRequest:
     seed: int | None  # the same seed, the same answer (choices differ among them)
     greedy: bool  # temperature 0: the same prompt, the same answer, in every choice
     rng: random.Random | None  # the seeded generator, made at the first choice
+    # The share of each answer's tokens that is reasoning (0.0: thinking turned off);
+    # None: no reasoning parser, no reasoning part and no reasoning token count.
+    reasoning: float | None
 
     def __init__(
         self,
@@ -121,6 +124,7 @@ class GenerationRequest:
         seed: int | None = None,
         greedy: bool = False,
         rng: random.Random | None = None,
+        reasoning: float | None = None,
     ) -> None:
         self.request_id = request_id
         self.model = model
@@ -146,3 +150,4 @@ class GenerationRequest:
         self.seed = seed
         self.greedy = greedy
         self.rng = rng
+        self.reasoning = reasoning

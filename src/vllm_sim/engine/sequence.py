@@ -47,6 +47,7 @@ class Sequence:
         "preemptions",
         "prompt",
         "prompt_index",
+        "reasoning_tokens",
         "request",
         "sent",
         "state",
@@ -89,6 +90,7 @@ class Sequence:
         self.eos = False  # the last output token is the end-of-sequence token (no text)
         self.cached_tokens = 0
         self.tool_calls: list[ToolCallOutput] | None = None
+        self.reasoning_tokens = 0  # the answer's first tokens that are reasoning
         # Token indices that open a later tool call: they follow without a decode step.
         self.call_starts: frozenset[int] = frozenset()
         self.deadline = 0.0

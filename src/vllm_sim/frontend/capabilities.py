@@ -16,14 +16,15 @@ class Capabilities(NamedTuple):
     cache_hit_threshold: bool  # the request's own `cache_hit_threshold`
     threshold_header: bool  # X-Cache-Threshold-Finish-Reason forces that refusal
     omni_image: bool  # --omni answers may end with a generated image
+    reasoning: bool  # --reasoning-parser: the answer opens with its reasoning part
 
 
 Y, N = True, False
 # fmt: off
-#                          n  usage  P/D  threshold  header  omni
-CHAT        = Capabilities(Y,   Y,    Y,     Y,        Y,     Y)
-COMPLETIONS = Capabilities(Y,   Y,    Y,     Y,        Y,     N)
-RESPONSES   = Capabilities(N,   N,    N,     N,        N,     N)
-MESSAGES    = Capabilities(N,   N,    N,     N,        Y,     N)
-GENERATE    = Capabilities(N,   Y,    Y,     N,        N,     N)
+#                          n  usage  P/D  threshold  header  omni  reasoning
+CHAT        = Capabilities(Y,   Y,    Y,     Y,        Y,     Y,    Y)
+COMPLETIONS = Capabilities(Y,   Y,    Y,     Y,        Y,     N,    N)
+RESPONSES   = Capabilities(N,   N,    N,     N,        N,     N,    N)
+MESSAGES    = Capabilities(N,   N,    N,     N,        Y,     N,    N)
+GENERATE    = Capabilities(N,   Y,    Y,     N,        N,     N,    N)
 # fmt: on

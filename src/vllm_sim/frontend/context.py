@@ -70,6 +70,8 @@ class ServingSettings:
     default_embedding_dimensions: int = 384
     echo_request_id: bool = False  # --enable-request-id-headers
     prompt_tokens_details: bool = False  # --enable-prompt-tokens-details
+    reasoning_parser: str = ""  # --reasoning-parser: answers open with reasoning
+    reasoning_ratio: float = 0.5  # the share of an answer's tokens that is reasoning
     system_fingerprint: str = ""
     pod_headers: tuple[tuple[bytes, bytes], ...] = ()
 

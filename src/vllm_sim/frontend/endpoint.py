@@ -82,6 +82,9 @@ class Options:
     token_ids: bool = False  # return_token_ids
     prompt_logprobs: int | None = None
     echo: bool = False  # completions: the prompt leads the answer (max_tokens 0 allowed)
+    # chat_template_kwargs.enable_thinking as the request set it (None: not set), and a
+    # reasoning effort of "none": what turns reasoning off for parsers that read them.
+    enable_thinking: bool | None = None
 
     @classmethod
     def of(

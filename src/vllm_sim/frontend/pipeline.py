@@ -168,4 +168,21 @@ def _generation_request(
         seed=options.seed,
         greedy=options.greedy,
         prompt_logprobs=options.prompt_logprobs,
+        reasoning=_reasoning(ctx, options) if features.reasoning else None,
     )
+
+
+# Parsers that read chat_template_kwargs.enable_thinking themselves (vLLM 0.32's qwen3):
+# false turns the reasoning part off. The others leave it to the chat template.
+_READS_ENABLE_THINKING = frozenset({"qwen3"})
+
+
+def _reasoning(ctx: ApiContext, options: Options) -> float | None:
+    """The share of the answer that is reasoning; None without a reasoning parser."""
+    settings = ctx.settings
+    parser = settings.reasoning_parser
+    if not parser:
+        return None
+    if options.enable_thinking is False and parser in _READS_ENABLE_THINKING:
+        return 0.0
+    return settings.reasoning_ratio

@@ -144,14 +144,18 @@ class OpenAIChunks(OpenAIStreamErrors):
         return b"data: " + _encode(chunk) + b"\n\ndata: [DONE]\n\n"
 
 
-def running_usage(seq: Sequence, completion_tokens: int) -> dict[str, int | None]:
-    """The usage a chunk carries with continuous_usage_stats: its choice's tokens so far."""
+def running_usage(seq: Sequence, completion_tokens: int) -> dict[str, object]:
+    """The usage a chunk carries with continuous_usage_stats: its choice's tokens so far
+    (with a reasoning parser, the reasoning ones among them)."""
     prompt = seq.prompt_tokens
+    details = None
+    if seq.request.reasoning is not None:
+        details = {"reasoning_tokens": min(completion_tokens, seq.reasoning_tokens)}
     return {
         "prompt_tokens": prompt,
         "total_tokens": prompt + completion_tokens,
         "completion_tokens": completion_tokens,
-        "completion_tokens_details": None,
+        "completion_tokens_details": details,
     }
 
 
@@ -203,6 +207,8 @@ def plain_sequence(options: PlainTest, stream: RequestStream) -> Sequence | None
         return None
     seq = sequences[0]
     if seq.tool_calls is not None or seq.request.with_image or seq.finish_reason in _NOT_PLAIN:
+        return None
+    if seq.request.reasoning is not None:  # a reasoning part, reasoning tokens in the usage
         return None
     return seq
 

@@ -72,6 +72,7 @@ class ChatEndpoint(Endpoint[ChatRequest]):
             max_tokens, field = body.max_tokens, "max_tokens"
         logprobs = (body.top_logprobs or 0) if body.logprobs else None
         options = Options.of(body, max_tokens, field, body.n, body.cache_hit_threshold, logprobs)
+        options.enable_thinking = _enable_thinking(body)
         return sampling_options(options, body)
 
     def plan(self, ctx: ApiContext, body: ChatRequest) -> Plan:
@@ -96,6 +97,18 @@ class ChatEndpoint(Endpoint[ChatRequest]):
         if plain is not None:
             return plain
         return _completion(call, answer_shape(call, "chatcmpl-"))
+
+
+def _enable_thinking(body: ChatRequest) -> bool | None:
+    """Whether the request turned thinking on or off: chat_template_kwargs.enable_thinking,
+    else a reasoning effort ("none" is off, any other on); None when it said neither."""
+    kwargs = body.chat_template_kwargs
+    if kwargs is not None:
+        flag = kwargs.get("enable_thinking")
+        if isinstance(flag, bool):
+            return flag
+    effort = body.reasoning_effort
+    return None if effort is None else effort != "none"
 
 
 def _top(call: Call[ChatRequest]) -> int:
@@ -217,7 +230,7 @@ def _plain_completion(call: Call[ChatRequest]) -> bytes | None:
     )
 
 
-def _message(content: object) -> dict[str, Any]:
+def _message(content: object, reasoning: str | None = None) -> dict[str, Any]:
     """An assistant message with every key vLLM sends."""
     return {
         "role": "assistant",
@@ -226,7 +239,7 @@ def _message(content: object) -> dict[str, Any]:
         "annotations": None,
         "audio": None,
         "function_call": None,
-        "reasoning": None,
+        "reasoning": reasoning,
     }
 
 
@@ -239,10 +252,18 @@ def _choice(seq: Sequence, how: ChoiceShape) -> dict[str, Any]:
         message, logprobs = {"role": "assistant"}, None
     else:
         pieces = seq.output_pieces
-        content: str | list[dict[str, object]] = "".join(pieces)
-        if seq.request.with_image:
-            content = [{"type": "text", "text": content}, image_block()]
-        message = _message(content)
+        reasoning = None
+        if seq.request.reasoning is not None and seq.reasoning_tokens:
+            # vLLM's parsers: the reasoning part apart, content null when nothing follows.
+            reasoning = "".join(pieces[: seq.reasoning_tokens])
+            pieces = pieces[seq.reasoning_tokens :]
+        text = "".join(pieces)
+        content: str | list[dict[str, object]] | None = text
+        if reasoning is not None and not text:
+            content = None
+        elif seq.request.with_image:
+            content = [{"type": "text", "text": text}, image_block()]
+        message = _message(content, reasoning)
         logprobs = how.logprobs.content(pieces, 0) if how.logprobs is not None else None
     return {
         "index": seq.index,

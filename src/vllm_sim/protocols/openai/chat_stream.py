@@ -81,7 +81,7 @@ class ChatChunks(OpenAIChunks):
         stop = end - 1 if folds else end
         pieces = seq.output_pieces
         if self._plain and self._logprobs is None and seq.tool_calls is None:
-            if not seq.request.with_image:
+            if not seq.request.with_image and start >= seq.reasoning_tokens:
                 head = self._head + str(seq.index).encode() + b',"delta":{"content":'
                 tail = self._plain_tail
                 encode = _encode  # not json_str: one Python call less per token
@@ -128,6 +128,8 @@ class ChatChunks(OpenAIChunks):
             return b"{}"  # the end-of-sequence step says nothing, as vLLM's does
         if seq.tool_calls is not None:
             return _tool_call_delta(seq.tool_calls, i, piece)
+        if i < seq.reasoning_tokens:
+            return b'{"reasoning":' + json_str(piece) + b"}"  # vLLM's parsers' delta key
         if seq.request.with_image:
             return _text_block_delta(piece)  # an omni answer streams its text as blocks
         return b'{"content":' + json_str(piece) + b"}"
