@@ -129,3 +129,49 @@ def test_the_openai_sdk_stream_helper_assembles_the_reasoning(qwen3: SimServer) 
     )
     assert plain.usage is not None and plain.usage.completion_tokens_details is not None
     assert plain.usage.completion_tokens_details.reasoning_tokens is not None
+
+
+def test_include_reasoning_false_hides_it_but_counts_it(qwen3: SimServer) -> None:
+    """include_reasoning false: the reasoning is generated and counted but not shown; not
+    streamed, `reasoning` is null; streamed, no reasoning chunk, and every content delta
+    says `"reasoning": null`, as vLLM's."""
+    answer = _chat(qwen3, max_tokens=10, ignore_eos=True, include_reasoning=False)
+    assert answer["choices"][0]["message"]["reasoning"] is None
+    assert answer["choices"][0]["message"]["content"]
+    assert answer["usage"]["completion_tokens_details"] == {"reasoning_tokens": int(10 * RATIO)}
+    body = chat_body(
+        "Hello",
+        model=qwen3.model,
+        max_tokens=10,
+        ignore_eos=True,
+        stream=True,
+        include_reasoning=False,
+        stream_options={"include_usage": True},
+    )
+    with httpx.Client(base_url=qwen3.url, timeout=30) as client:
+        sse = stream_post(client, CHAT, body)
+    deltas = [c["choices"][0]["delta"] for c in sse.chunks if c["choices"]]
+    assert deltas[0] == {"role": "assistant", "content": ""}
+    assert all(set(d) == {"content", "reasoning"} and d["reasoning"] is None for d in deltas[1:])
+    assert len(deltas) - 1 == 10 - int(10 * RATIO)
+    usage = sse.chunks[-1]["usage"]
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": int(10 * RATIO)}
+
+
+def test_all_reasoning_hidden_streams_only_the_role_and_the_finish() -> None:
+    """Everything is reasoning and hidden: the role chunk, then an empty delta carrying the
+    finish reason."""
+    with SimServer(["--reasoning-parser", "qwen3", "--reasoning-ratio", "1"]) as sim:
+        body = chat_body(
+            "Hello",
+            model=sim.model,
+            max_tokens=5,
+            ignore_eos=True,
+            stream=True,
+            include_reasoning=False,
+        )
+        with httpx.Client(base_url=sim.url, timeout=30) as client:
+            sse = stream_post(client, CHAT, body)
+    choices = [c["choices"][0] for c in sse.chunks if c["choices"]]
+    assert [c["delta"] for c in choices] == [{"role": "assistant", "content": ""}, {}]
+    assert choices[-1]["finish_reason"] == "length"

@@ -89,7 +89,11 @@ class ChatEndpoint(Endpoint[ChatRequest]):
 
     def chunks(self, call: Call[ChatRequest]) -> ChatChunks:
         return ChatChunks(
-            call.stream, answer_shape(call, "chatcmpl-"), _top(call), _tool_mode(call)
+            call.stream,
+            answer_shape(call, "chatcmpl-"),
+            _top(call),
+            _tool_mode(call),
+            not call.body.include_reasoning,
         )
 
     def answer(self, call: Call[ChatRequest]) -> dict[str, Any] | bytes:
@@ -179,11 +183,17 @@ class ChoiceShape:
     logprobs: ChatLogprobs | None
     token_ids: bool  # return_token_ids
     tool_mode: ToolMode
+    hide_reasoning: bool = False  # include_reasoning: false
 
 
 def _completion(call: Call[ChatRequest], shape: AnswerShape) -> dict[str, Any]:
     top = _top(call)
-    how = ChoiceShape(ChatLogprobs(top) if top >= 0 else None, shape.token_ids, _tool_mode(call))
+    how = ChoiceShape(
+        ChatLogprobs(top) if top >= 0 else None,
+        shape.token_ids,
+        _tool_mode(call),
+        not call.body.include_reasoning,
+    )
     stream = call.stream
     answer = openai_object(stream, shape, "chat.completion", encoded_choices(stream, _choice, how))
     prompt = stream.sequences[0].prompt
@@ -255,11 +265,12 @@ def _choice(seq: Sequence, how: ChoiceShape) -> dict[str, Any]:
         reasoning = None
         if seq.request.reasoning is not None and seq.reasoning_tokens:
             # vLLM's parsers: the reasoning part apart, content null when nothing follows.
-            reasoning = "".join(pieces[: seq.reasoning_tokens])
+            # include_reasoning false: generated and counted, but not shown, as in vLLM.
+            reasoning = None if how.hide_reasoning else "".join(pieces[: seq.reasoning_tokens])
             pieces = pieces[seq.reasoning_tokens :]
         text = "".join(pieces)
         content: str | list[dict[str, object]] | None = text
-        if reasoning is not None and not text:
+        if seq.request.reasoning is not None and seq.reasoning_tokens and not text:
             content = None
         elif seq.request.with_image:
             content = [{"type": "text", "text": text}, image_block()]

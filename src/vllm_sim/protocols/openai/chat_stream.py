@@ -55,11 +55,19 @@ class ChatChunks(OpenAIChunks):
     """Chat completion chunks, spliced from precomputed bytes around each token."""
 
     def __init__(
-        self, stream: RequestStream, shape: AnswerShape, top: int, tool_mode: ToolMode
+        self,
+        stream: RequestStream,
+        shape: AnswerShape,
+        top: int,
+        tool_mode: ToolMode,
+        hide_reasoning: bool = False,
     ) -> None:
         super().__init__(stream, shape, "chat.completion.chunk")
         self._logprobs = ChatLogprobs(top) if top >= 0 else None
         self._tool_mode = tool_mode
+        # include_reasoning false: reasoning tokens send no chunk (the last one, if it ends
+        # the answer, an empty delta with the finish), content ones `"reasoning":null`.
+        self._hide_reasoning = hide_reasoning
         self._plain_tail = b'},"logprobs":null,"finish_reason":null,"token_ids":null}]}\n\n'
 
     def opening(self, seq: Sequence) -> bytes:
@@ -80,16 +88,19 @@ class ChatChunks(OpenAIChunks):
         folds = self._folds(seq, end)
         stop = end - 1 if folds else end
         pieces = seq.output_pieces
-        if self._plain and self._logprobs is None and seq.tool_calls is None:
-            if not seq.request.with_image and start >= seq.reasoning_tokens:
-                head = self._head + str(seq.index).encode() + b',"delta":{"content":'
-                tail = self._plain_tail
-                encode = _encode  # not json_str: one Python call less per token
-                parts = [head + encode(piece) + tail for piece in pieces[start:stop]]
-            else:
-                parts = [self._token_chunk(seq, i, False) for i in range(start, stop)]
-        else:
-            parts = [self._token_chunk(seq, i, False) for i in range(start, stop)]
+        hidden = self._hide_reasoning
+        plain = self._plain and self._logprobs is None and seq.tool_calls is None
+        if plain and not seq.request.with_image and start >= seq.reasoning_tokens and not hidden:
+            head = self._head + str(seq.index).encode() + b',"delta":{"content":'
+            tail = self._plain_tail
+            encode = _encode  # not json_str: one Python call less per token
+            parts = [head + encode(piece) + tail for piece in pieces[start:stop]]
+            if folds:
+                parts.append(self._token_chunk(seq, end - 1, True))
+            return b"".join(parts)
+        # Hidden reasoning tokens send nothing (but the last one, if it ends the answer).
+        first = max(start, seq.reasoning_tokens) if hidden else start
+        parts = [self._token_chunk(seq, i, False) for i in range(first, stop)]
         if folds:
             parts.append(self._token_chunk(seq, end - 1, True))
         return b"".join(parts)
@@ -129,7 +140,11 @@ class ChatChunks(OpenAIChunks):
         if seq.tool_calls is not None:
             return _tool_call_delta(seq.tool_calls, i, piece)
         if i < seq.reasoning_tokens:
+            if self._hide_reasoning:
+                return b"{}"
             return b'{"reasoning":' + json_str(piece) + b"}"  # vLLM's parsers' delta key
+        if self._hide_reasoning and seq.request.reasoning is not None:
+            return b'{"content":' + json_str(piece) + b',"reasoning":null}'
         if seq.request.with_image:
             return _text_block_delta(piece)  # an omni answer streams its text as blocks
         return b'{"content":' + json_str(piece) + b"}"
