@@ -7,7 +7,6 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 
 from vllm_sim.config import Config, ConfigError, HelpRequested, load_startup
 
@@ -119,14 +118,14 @@ def serve_group(members: Sequence[tuple[Config, int, int]], notes: Sequence[Note
     from vllm_sim.server.build import build_instance
     from vllm_sim.server.dataset_setup import DatasetSetupError
     from vllm_sim.server.runner import serve_all
-    from vllm_sim.server.step_timing import step_timing
+    from vllm_sim.server.step_timing import timed_config
     from vllm_sim.server.tls import TlsError, tls_setup
     from vllm_sim.server.tokenizer_setup import choose_tokenizer
 
     tokenizers: dict[tuple[object, ...], TokenizerChoice] = {}  # one per model, shared
     choices = []
     try:
-        timings = [step_timing(cfg, os.environ) for cfg, _, _ in members]
+        timed = [timed_config(cfg, os.environ) for cfg, _, _ in members]
         for cfg, _, _ in members:
             key = (cfg.model, cfg.tokenizer, cfg.revision, cfg.force_dummy_tokenizer)
             if key not in tokenizers:
@@ -143,11 +142,10 @@ def serve_group(members: Sequence[tuple[Config, int, int]], notes: Sequence[Note
         log.log(choice.level, choice.message)
     try:
         instances = []
-        for (cfg, port, rank), timing, choice in zip(members, timings, choices, strict=True):
+        for (_, port, rank), (cfg, timing), choice in zip(members, timed, choices, strict=True):
             step_model = None
             if timing is not None:
                 log.info("Step engine: %s", timing.description)
-                cfg = replace(cfg, kv_cache_size=timing.num_gpu_blocks)
                 step_model = timing.model
             try:
                 instances.append(build_instance(cfg, port, rank, choice.tokenizer, step_model))

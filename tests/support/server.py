@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import IO
 
@@ -131,13 +132,18 @@ def started(args: Sequence[str] = ()) -> tuple[SimServer, subprocess.Popen[bytes
 
 
 def run_cli(
-    args: Sequence[str], env: Mapping[str, str] | None = None
+    args: Sequence[str | Path],
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 30,
 ) -> subprocess.CompletedProcess[str]:
-    """Runs `python -m vllm_sim ARGS` to completion (for config errors and --help)."""
+    """Runs `python -m vllm_sim ARGS` to completion, in `cwd` (config errors, --help, the
+    what-if commands)."""
     return subprocess.run(
-        [sys.executable, "-m", "vllm_sim", *args],
+        [sys.executable, "-m", "vllm_sim", *map(str, args)],
         env={**os.environ, **(env or {})},
+        cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=timeout,
     )

@@ -11,7 +11,7 @@ missing or wrong is a ConfigError with a one-line reason: the server does not st
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vllm_sim.config import Config, ConfigError
@@ -44,6 +44,15 @@ def step_timing(cfg: Config, environ: Mapping[str, str]) -> StepTiming | None:
     if cfg.timing_model == "table":
         return _table_timing(cfg)
     return _roofline_timing(cfg, environ)
+
+
+def timed_config(cfg: Config, environ: Mapping[str, str]) -> tuple[Config, StepTiming | None]:
+    """`cfg` as an instance runs it: under a step model, its KV blocks the model's; and the
+    step timing (None under the constant model). ConfigError if the model cannot run."""
+    timing = step_timing(cfg, environ)
+    if timing is None:
+        return cfg, None
+    return replace(cfg, kv_cache_size=timing.num_gpu_blocks), timing
 
 
 def _table_timing(cfg: Config) -> StepTiming:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -37,7 +36,7 @@ from vllm_sim.server.build import (
     kv_cache_manager,
     rank_rng,
 )
-from vllm_sim.server.step_timing import step_timing
+from vllm_sim.server.step_timing import timed_config
 from vllm_sim.whatif.clock import VirtualClock
 from vllm_sim.whatif.prompts import VOCABULARY_SPAN, prompt_ids
 from vllm_sim.whatif.results import RequestRecord, RunResult, Sample
@@ -47,20 +46,11 @@ from vllm_sim.whatif.trace import Trace, TraceRequest
 Progress = Callable[[int], None]  # called with how many requests ended since the last call
 
 
-def fleet_configs(cfg: Config, environ: Mapping[str, str]) -> tuple[Config, StepTimeModel | None]:
-    """The instances' configuration and step model, as the server sets them up at start."""
-    timing = step_timing(cfg, environ)
-    if timing is None:
-        return cfg, None
-    return replace(cfg, kv_cache_size=timing.num_gpu_blocks), timing.model
-
-
 class _Collector(EngineObserver):
     """One instance's ends, reported to the run."""
 
-    def __init__(self, run: Replay, instance: int) -> None:
+    def __init__(self, run: Replay) -> None:
         self._run = run
-        self._instance = instance
 
     def sequence_finished(self, seq: EngineSequence) -> None:
         self._run.ended(seq, None)
@@ -89,7 +79,8 @@ class Replay:
         prefill_instances: int | None = None,
         vocabulary: int = VOCABULARY_SPAN,
     ) -> None:
-        cfg, step_model = fleet_configs(cfg, os.environ if environ is None else environ)
+        cfg, timing = timed_config(cfg, os.environ if environ is None else environ)
+        step_model = None if timing is None else timing.model
         self.cfg = cfg
         self.trace = trace
         self.clock = VirtualClock()
@@ -123,9 +114,7 @@ class Replay:
         rng = rank_rng(self.cfg, rank)
         content = content_source(self.cfg, self.tokenizer, rng)
         kv = kv_cache_manager(self.cfg, None)
-        return build_engine(
-            self.cfg, content, rng, self.clock, _Collector(self, rank), kv, step_model
-        )
+        return build_engine(self.cfg, content, rng, self.clock, _Collector(self), kv, step_model)
 
     # ------------------------------------------------------------------ the run
     def run(self) -> RunResult:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -210,15 +210,7 @@ def _timed(requests: list[TraceRequest], rate: float | None) -> list[TraceReques
 
 
 def _at(request: TraceRequest, arrival: float) -> TraceRequest:
-    return TraceRequest(
-        request.line,
-        arrival,
-        request.input_length,
-        request.output_length,
-        request.hash_ids,
-        request.body,
-        request.endpoint,
-    )
+    return replace(request, arrival=arrival)
 
 
 def _object(row: object) -> dict[str, Any]:

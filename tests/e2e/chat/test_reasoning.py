@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from tests.support.http import CHAT, chat_body, json_ok, post, stream_post
+from tests.support.http import CHAT, SSE, chat_body, json_ok, post, stream_post
 from tests.support.server import SimServer
 
 RATIO = 0.5
@@ -27,6 +27,12 @@ def qwen3() -> Iterator[SimServer]:
 def _chat(sim: SimServer, **extra: Any) -> dict[str, Any]:
     with httpx.Client(base_url=sim.url, timeout=30) as client:
         return json_ok(post(client, CHAT, chat_body("Hello", model=sim.model, **extra)))
+
+
+def _stream(sim: SimServer, **extra: Any) -> SSE:
+    body = chat_body("Hello", model=sim.model, ignore_eos=True, stream=True, **extra)
+    with httpx.Client(base_url=sim.url, timeout=30) as client:
+        return stream_post(client, CHAT, body)
 
 
 def test_the_answer_opens_with_its_reasoning(qwen3: SimServer) -> None:
@@ -90,16 +96,9 @@ def test_the_stream_sends_reasoning_deltas_then_content(qwen3: SimServer) -> Non
     """After the role chunk, `reasoning` deltas, then `content` deltas; together they are
     the non-streamed answer's fields; the usage chunk counts the reasoning tokens, and so
     does each continuous usage."""
-    body = chat_body(
-        "Hello",
-        model=qwen3.model,
-        max_tokens=10,
-        ignore_eos=True,
-        stream=True,
-        stream_options={"include_usage": True, "continuous_usage_stats": True},
+    sse = _stream(
+        qwen3, max_tokens=10, stream_options={"include_usage": True, "continuous_usage_stats": True}
     )
-    with httpx.Client(base_url=qwen3.url, timeout=30) as client:
-        sse = stream_post(client, CHAT, body)
     deltas = [c["choices"][0]["delta"] for c in sse.chunks if c["choices"]]
     assert deltas[0] == {"role": "assistant", "content": ""}
     kinds = [next(iter(d)) for d in deltas[1:] if d]
@@ -139,17 +138,9 @@ def test_include_reasoning_false_hides_it_but_counts_it(qwen3: SimServer) -> Non
     assert answer["choices"][0]["message"]["reasoning"] is None
     assert answer["choices"][0]["message"]["content"]
     assert answer["usage"]["completion_tokens_details"] == {"reasoning_tokens": int(10 * RATIO)}
-    body = chat_body(
-        "Hello",
-        model=qwen3.model,
-        max_tokens=10,
-        ignore_eos=True,
-        stream=True,
-        include_reasoning=False,
-        stream_options={"include_usage": True},
+    sse = _stream(
+        qwen3, max_tokens=10, include_reasoning=False, stream_options={"include_usage": True}
     )
-    with httpx.Client(base_url=qwen3.url, timeout=30) as client:
-        sse = stream_post(client, CHAT, body)
     deltas = [c["choices"][0]["delta"] for c in sse.chunks if c["choices"]]
     assert deltas[0] == {"role": "assistant", "content": ""}
     assert all(set(d) == {"content", "reasoning"} and d["reasoning"] is None for d in deltas[1:])
@@ -162,16 +153,7 @@ def test_all_reasoning_hidden_streams_only_the_role_and_the_finish() -> None:
     """Everything is reasoning and hidden: the role chunk, then an empty delta carrying the
     finish reason."""
     with SimServer(["--reasoning-parser", "qwen3", "--reasoning-ratio", "1"]) as sim:
-        body = chat_body(
-            "Hello",
-            model=sim.model,
-            max_tokens=5,
-            ignore_eos=True,
-            stream=True,
-            include_reasoning=False,
-        )
-        with httpx.Client(base_url=sim.url, timeout=30) as client:
-            sse = stream_post(client, CHAT, body)
+        sse = _stream(sim, max_tokens=5, include_reasoning=False)
     choices = [c["choices"][0] for c in sse.chunks if c["choices"]]
     assert [c["delta"] for c in choices] == [{"role": "assistant", "content": ""}, {}]
     assert choices[-1]["finish_reason"] == "length"

@@ -6,22 +6,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.support.server import SimServer, free_port
+from tests.support.server import SimServer, free_port, run_cli
 from vllm_sim.whatif.http_replay import parse_gauges
 
 
 def replay(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_sim", "replay", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(["replay", *args], cwd=cwd, timeout=60)
 
 
 def write_trace(path: Path) -> Path:
@@ -58,14 +50,7 @@ def test_a_trace_replayed_against_a_live_simulator(tmp_path: Path) -> None:
         tmp_path, trace, "--quiet", "--no-plots", "--out", "sim", "--model", "test-model"
     )
     assert simulated.returncode == 0, simulated.stderr
-    compared = subprocess.run(
-        [sys.executable, "-m", "vllm_sim", "compare", "sim", "http"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    compared = run_cli(["compare", "sim", "http"], cwd=tmp_path, timeout=60)
     assert compared.returncode == 0, compared.stderr
     assert "ttft_mean" in compared.stdout
 

@@ -8,16 +8,15 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-RECORDED_TRACE = (
-    Path(__file__).resolve().parents[3] / "bench" / "data" / "llmservingsim_rtxpro6000_llama8b.csv"
-)
+from tests.support.recorded_run import RECORDED_TRACE
+from tests.support.server import run_cli
+
 LLAMA_8B = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"]
 LIMIT = "60"
 SLO = "ttft_p99=100ms"
@@ -41,24 +40,12 @@ HEADER = [
 ]
 
 
-@dataclass(frozen=True)
-class Finished:
-    status: int
-    stdout: str
-    stderr: str
+Finished = subprocess.CompletedProcess[str]
 
 
 def vllm_sim(cwd: Path, *args: str | Path) -> Finished:
     """`python -m vllm_sim ARGS` in `cwd`, its status and output."""
-    done = subprocess.run(
-        [sys.executable, "-m", "vllm_sim", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return Finished(done.returncode, done.stdout, done.stderr)
+    return run_cli(args, cwd=cwd, timeout=120)
 
 
 def tree(folder: Path) -> set[str]:
@@ -75,7 +62,7 @@ def plan_args(trace: Path, *extra: str, gpus: str = "H100,H200", slo: str = SLO)
 
 def one_line(run: Finished) -> str:
     """The single stderr line of a run refused with status 2 that wrote nothing."""
-    assert run.status == 2, (run.stdout, run.stderr)
+    assert run.returncode == 2, (run.stdout, run.stderr)
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1, run.stderr
     assert lines[0].startswith("vllm-sim plan: "), lines
@@ -103,7 +90,7 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> Planned:
     trace = inputs / "recorded.csv"
     trace.write_bytes(RECORDED_TRACE.read_bytes())
     run = vllm_sim(work, *plan_args(trace, "--out", "out"))
-    report = json.loads((work / "out" / "plan.json").read_text()) if run.status == 0 else {}
+    report = json.loads((work / "out" / "plan.json").read_text()) if run.returncode == 0 else {}
     return Planned(run, work, inputs, trace, report)
 
 
@@ -111,7 +98,7 @@ def test_a_plan_prints_the_frontier_and_the_plan(planned: Planned) -> None:
     """Exit 0; stdout is the frontier table (header, one row per point, cheapest first),
     the `plan:` line naming the cheapest fleet that meets the SLO, and the report's path."""
     run = planned.run
-    assert run.status == 0, run.stderr
+    assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].split() == HEADER
@@ -131,7 +118,7 @@ def test_a_plan_prints_the_frontier_and_the_plan(planned: Planned) -> None:
 def test_a_plan_writes_its_files_into_the_output_folder_only(planned: Planned) -> None:
     """The working folder gains `out` holding plan.json, plan.csv and frontier.png, nothing
     else; the trace's folder is untouched. The CSV is the printed frontier."""
-    assert planned.run.status == 0, planned.run.stderr
+    assert planned.run.returncode == 0, planned.run.stderr
     assert tree(planned.work) == {"out", *(f"out/{name}" for name in PLAN_FILES)}
     assert tree(planned.inputs) == {"recorded.csv"}
     out = planned.work / "out"
@@ -161,7 +148,7 @@ def replay_point(planned: Planned, point: dict[str, Any], out: Path) -> dict[str
         "--max-num-seqs", str(c["max_num_seqs"]),
         "--max-num-batched-tokens", str(c["max_num_batched_tokens"]),
     )  # fmt: skip
-    assert run.status == 0, run.stderr
+    assert run.returncode == 0, run.stderr
     result: dict[str, Any] = json.loads((out / "result.json").read_text())
     return result
 
@@ -169,7 +156,7 @@ def replay_point(planned: Planned, point: dict[str, Any], out: Path) -> dict[str
 def test_the_plans_fleet_meets_the_slo_when_replayed(planned: Planned, tmp_path: Path) -> None:
     """Replaying the best point's configuration on its replicas meets the SLO, every
     request served."""
-    assert planned.run.status == 0, planned.run.stderr
+    assert planned.run.returncode == 0, planned.run.stderr
     best = planned.report["best"]
     result = replay_point(planned, best, tmp_path / "best")
     assert result["summary"]["failed"] == 0
@@ -181,7 +168,7 @@ def test_the_next_cheaper_fleet_misses_the_slo_when_replayed(
     planned: Planned, tmp_path: Path
 ) -> None:
     """The frontier point just below the best in cost, replayed, misses the SLO."""
-    assert planned.run.status == 0, planned.run.stderr
+    assert planned.run.returncode == 0, planned.run.stderr
     best = planned.report["best"]
     cheaper = [p for p in planned.report["frontier"] if p["cost_per_hour"] < best["cost_per_hour"]]
     assert cheaper, planned.report["frontier"]
@@ -198,7 +185,7 @@ def test_an_slo_nobody_meets_exits_1_with_the_closest_fleet(tmp_path: Path) -> N
             RECORDED_TRACE, "--max-replicas", "2", "--out", "out", slo="ttft_p99=1ms", gpus="H100"
         ),
     )
-    assert run.status == 1, run.stderr
+    assert run.returncode == 1, run.stderr
     assert "Traceback" not in run.stderr
     lines = run.stdout.splitlines()
     assert "no fleet meets the SLO" in lines
@@ -308,7 +295,7 @@ def test_a_gpu_the_spec_file_defines_is_planned_with_its_gpu_cost(tmp_path: Path
             gpus="MyGPU",
         ),
     )
-    assert run.status == 0, run.stderr
+    assert run.returncode == 0, run.stderr
     assert "plan: 1 x MyGPU TP1" in run.stdout and "$2.00/h" in run.stdout
 
 
@@ -329,5 +316,5 @@ def test_a_spec_files_cost_per_hour_is_the_plans_cost(tmp_path: Path) -> None:
             gpus="H100",
         ),
     )
-    assert run.status == 0, run.stderr
+    assert run.returncode == 0, run.stderr
     assert "$10.00/h" in run.stdout

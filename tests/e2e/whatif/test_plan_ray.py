@@ -5,13 +5,12 @@ where Ray is not installed."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.unit.whatif.recorded import RECORDED_TRACE
+from tests.support.recorded_run import RECORDED_TRACE
+from tests.support.server import run_cli
 
 pytest.importorskip("ray")
 
@@ -25,14 +24,7 @@ PLAN = [
 
 def _plan(tmp_path: Path, name: str, *extra: str) -> dict[str, object]:
     out = tmp_path / name
-    done = subprocess.run(
-        [sys.executable, "-m", "vllm_sim", *PLAN, "--out", str(out), *extra],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tmp_path,
-    )
+    done = run_cli([*PLAN, "--out", str(out), *extra], cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result: dict[str, object] = json.loads((out / "plan.json").read_text())
     return result

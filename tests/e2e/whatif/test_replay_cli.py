@@ -11,44 +11,25 @@ import base64
 import csv
 import json
 import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-RECORDED_TRACE = (
-    Path(__file__).resolve().parents[3] / "bench" / "data" / "llmservingsim_rtxpro6000_llama8b.csv"
-)
-RECORDED_RUN_FLAGS = [
-    "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "RTX-PRO-6000",
-    "--timing-model", "roofline", "--max-num-seqs", "128", "--max-num-batched-tokens", "2048",
-    "--num-gpu-blocks-override", "35913", "--max-model-len", "8192",
-]  # fmt: skip
+from tests.support.recorded_run import RECORDED_RUN_FLAGS, RECORDED_TRACE
+from tests.support.server import run_cli
+
 SMALL_SERVER = ["--model", "test-model", "--max-model-len", "2048"]
 PLOTS = {"load.png", "kv_usage.png", "latency_cdf.png"}
 RUN_FILES = {"result.json", "requests.csv", "samples.csv", "report.html"}
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-@dataclass(frozen=True)
-class Finished:
-    status: int
-    stdout: str
-    stderr: str
+Finished = subprocess.CompletedProcess[str]
 
 
 def vllm_sim(cwd: Path, *args: str | Path) -> Finished:
     """`python -m vllm_sim ARGS` in `cwd`, its status and output."""
-    done = subprocess.run(
-        [sys.executable, "-m", "vllm_sim", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return Finished(done.returncode, done.stdout, done.stderr)
+    return run_cli(args, cwd=cwd, timeout=60)
 
 
 def mooncake_trace(path: Path, bad_line: int | None = None, count: int = 6) -> Path:
@@ -102,7 +83,7 @@ def test_a_replay_writes_its_report_into_the_output_folder_only(
         "runs/first",
         *RECORDED_RUN_FLAGS,
     )
-    assert run.status == 0, run.stderr
+    assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr and "skipped" not in run.stderr
     assert "80 requests: 80 completed, 0 failed" in run.stdout
     assert f"report: {Path('runs/first/report.html')}" in run.stdout
@@ -141,7 +122,7 @@ def test_without_out_the_report_goes_to_replay_out_in_the_working_folder(
     work, inputs = dirs
     trace = mooncake_trace(inputs / "trace.jsonl")
     run = vllm_sim(work, "replay", trace, "--quiet", "--no-plots", *SMALL_SERVER)
-    assert run.status == 0, run.stderr
+    assert run.returncode == 0, run.stderr
     assert tree(work) == {"replay-out", *(f"replay-out/{name}" for name in RUN_FILES)}
     assert "<img" not in (work / "replay-out" / "report.html").read_text()
 
@@ -152,7 +133,7 @@ def test_no_plots_does_not_tell_to_install_matplotlib(dirs: tuple[Path, Path]) -
     work, inputs = dirs
     trace = mooncake_trace(inputs / "trace.jsonl")
     run = vllm_sim(work, "replay", trace, "--quiet", "--no-plots", "--out", "out", *SMALL_SERVER)
-    assert run.status == 0, run.stderr
+    assert run.returncode == 0, run.stderr
     assert "pip install" not in (work / "out" / "report.html").read_text()
 
 
@@ -162,7 +143,7 @@ def test_a_bad_trace_line_is_reported_and_skipped(dirs: tuple[Path, Path]) -> No
     work, inputs = dirs
     trace = mooncake_trace(inputs / "trace.jsonl", bad_line=3)
     run = vllm_sim(work, "replay", trace, "--quiet", "--no-plots", "--out", "out", *SMALL_SERVER)
-    assert run.status == 0, run.stderr
+    assert run.returncode == 0, run.stderr
     lines = run.stderr.splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("vllm-sim replay: skipped line 3: not JSON")
@@ -181,7 +162,7 @@ def test_strict_stops_at_the_bad_line_with_one_line_and_status_2(
     work, inputs = dirs
     trace = mooncake_trace(inputs / "trace.jsonl", bad_line=3)
     run = vllm_sim(work, "replay", trace, "--quiet", "--strict", "--out", "out", *SMALL_SERVER)
-    assert run.status == 2
+    assert run.returncode == 2
     lines = run.stderr.splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("vllm-sim replay: ")
@@ -196,7 +177,7 @@ def test_a_bad_server_flag_value_exits_2_with_one_line(dirs: tuple[Path, Path]) 
     work, inputs = dirs
     trace = mooncake_trace(inputs / "trace.jsonl")
     run = vllm_sim(work, "replay", trace, "--quiet", "--out", "out", "--max-num-seqs", "abc")
-    assert run.status == 2
+    assert run.returncode == 2
     lines = run.stderr.splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("vllm-sim replay: ")
@@ -208,7 +189,7 @@ def test_a_missing_trace_exits_2_with_one_line(dirs: tuple[Path, Path]) -> None:
     """A trace path that does not exist: status 2, one line naming it."""
     work, inputs = dirs
     run = vllm_sim(work, "replay", inputs / "absent.jsonl", "--quiet", *SMALL_SERVER)
-    assert run.status == 2
+    assert run.returncode == 2
     lines = run.stderr.splitlines()
     assert len(lines) == 1 and "absent.jsonl" in lines[0]
     assert tree(work) == set()
@@ -221,7 +202,7 @@ def test_an_output_path_that_is_a_file_exits_2_with_one_line(dirs: tuple[Path, P
     trace = mooncake_trace(inputs / "trace.jsonl")
     (work / "taken").write_text("mine\n")
     run = vllm_sim(work, "replay", trace, "--quiet", "--no-plots", "--out", "taken", *SMALL_SERVER)
-    assert run.status == 2
+    assert run.returncode == 2
     assert len(run.stderr.splitlines()) == 1
     assert (work / "taken").read_text() == "mine\n"
 
@@ -245,10 +226,10 @@ def test_compare_prints_the_table_of_two_runs(dirs: tuple[Path, Path]) -> None:
             name,
             *RECORDED_RUN_FLAGS,
         )
-        assert run.status == 0, run.stderr
+        assert run.returncode == 0, run.stderr
 
     shown = vllm_sim(work, "compare", "a", "b/result.json")
-    assert shown.status == 0, shown.stderr
+    assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert lines[0].split() == ["metric", "A:", "a", "B:", "b/result.json", "B/A"]
     means = json.loads((work / "a" / "result.json").read_text())["means"]
@@ -259,7 +240,7 @@ def test_compare_prints_the_table_of_two_runs(dirs: tuple[Path, Path]) -> None:
     assert rows["request_throughput"][2] == "1"
 
     missing = vllm_sim(work, "compare", "a", "nowhere")
-    assert missing.status == 2
+    assert missing.returncode == 2
     assert missing.stdout == ""
     assert len(missing.stderr.splitlines()) == 1
     assert "nowhere" in missing.stderr
@@ -273,7 +254,7 @@ def test_many_bad_lines_are_reported_twenty_then_counted(dirs: tuple[Path, Path]
     good = json.dumps({"timestamp": 0, "input_length": 8, "output_length": 2})
     trace.write_text(good + "\n" + "broken\n" * 25)
     run = vllm_sim(work, "replay", trace, "--quiet", "--no-plots", "--out", "out", *SMALL_SERVER)
-    assert run.status == 0, run.stderr
+    assert run.returncode == 0, run.stderr
     lines = run.stderr.splitlines()
     assert len(lines) == 21
     for number, line in zip(range(2, 22), lines[:20], strict=True):
@@ -297,7 +278,7 @@ def test_an_openai_request_trace_replays_at_the_given_rate(dirs: tuple[Path, Pat
     run = vllm_sim(
         work, "replay", trace, "--quiet", "--no-plots", "--rate", "2", "--out", "out", *SMALL_SERVER
     )
-    assert run.status == 0, run.stderr
+    assert run.returncode == 0, run.stderr
     assert "3 requests: 3 completed, 0 failed" in run.stdout
     with (work / "out" / "requests.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))

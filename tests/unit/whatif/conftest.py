@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.whatif.recorded import RECORDED_RUN_FLAGS
+from tests.support.recorded_run import RECORDED_RUN_FLAGS
 from vllm_sim.config import Config, load_config
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.whatif.recorded import RECORDED_RUN_FLAGS, RECORDED_TRACE
+from tests.support.recorded_run import RECORDED_RUN_FLAGS, RECORDED_TRACE
 from vllm_sim.config import load_config
 from vllm_sim.whatif.simulation import Replay
 from vllm_sim.whatif.trace import Trace, read_trace

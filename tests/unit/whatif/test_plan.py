@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.whatif.recorded import RECORDED_TRACE
+from tests.support.recorded_run import RECORDED_TRACE
 from vllm_sim.config import load_config
 from vllm_sim.perf import gpu_spec
 from vllm_sim.whatif import plan as planning

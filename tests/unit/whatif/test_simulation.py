@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.whatif.recorded import RECORDED_RUN_FLAGS, RECORDED_TRACE
+from tests.support.recorded_run import RECORDED_RUN_FLAGS, RECORDED_TRACE
 from vllm_sim.config import Config, load_config
 from vllm_sim.whatif.results import RunResult
 from vllm_sim.whatif.simulation import Replay, replay

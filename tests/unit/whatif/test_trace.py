@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.whatif.recorded import RECORDED_TRACE
+from tests.support.recorded_run import RECORDED_TRACE
 from vllm_sim.whatif.trace import TraceError, TraceRequest, read_trace
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 # Llama 3.1 8B on one RTX PRO 6000: 300 requests, each with its measured times.
 RECORDED_TRACE = (
-    Path(__file__).resolve().parents[3] / "bench" / "data" / "llmservingsim_rtxpro6000_llama8b.csv"
+    Path(__file__).resolve().parents[2] / "bench" / "data" / "llmservingsim_rtxpro6000_llama8b.csv"
 )
 RECORDED_RUN_FLAGS = [
     "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "RTX-PRO-6000",
