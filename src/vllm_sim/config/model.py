@@ -106,8 +106,9 @@ class Config:
         fill=r.fill_served_names, default_doc="[model]", to=(SERVING("served_model_names"),))
     reasoning_parser: str = vllm_flag(C,
         "Answers open with a reasoning part, as vLLM with this parser reports it (chat "
-        "`reasoning`, usage's reasoning_tokens); qwen3 honours chat_template_kwargs "
-        "enable_thinking", default="", default_doc="none", to=(SERVING,))
+        "`reasoning`, a Responses reasoning item, an Anthropic thinking block, usage's "
+        "reasoning_tokens); qwen3 honours chat_template_kwargs enable_thinking", default="",
+        default_doc="none", to=(SERVING,))
     reasoning_ratio: float = flag(FLOAT, 0.5, C,
         "With --reasoning-parser: the share of each answer's tokens that is reasoning",
         rules=(r.between(0, 1, "reasoning ratio must be between 0 and 1"),), to=(SERVING,))

@@ -85,7 +85,10 @@ class ContentSource:
         if request.reasoning:
             # The answer's first tokens are its reasoning, its end-of-sequence token never.
             text = len(seq.output_ids) - (1 if seq.eos else 0)
-            seq.reasoning_tokens = int(text * request.reasoning)
+            count = int(text * request.reasoning)
+            budget = request.reasoning_budget
+            # A budget ends the thinking early, as vLLM's forced end-of-thinking does.
+            seq.reasoning_tokens = count if budget is None else min(count, budget)
 
     def _rng_of(self, seq: Sequence) -> random.Random:
         """A seeded request draws from its own generator, so the same seed gives the same

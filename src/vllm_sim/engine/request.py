@@ -97,6 +97,7 @@ class GenerationRequest:
     # The share of each answer's tokens that is reasoning (0.0: thinking turned off);
     # None: no reasoning parser, no reasoning part and no reasoning token count.
     reasoning: float | None
+    reasoning_budget: int | None  # at most this many reasoning tokens (None: no cap)
 
     def __init__(
         self,
@@ -125,6 +126,7 @@ class GenerationRequest:
         greedy: bool = False,
         rng: random.Random | None = None,
         reasoning: float | None = None,
+        reasoning_budget: int | None = None,
     ) -> None:
         self.request_id = request_id
         self.model = model
@@ -151,3 +153,4 @@ class GenerationRequest:
         self.greedy = greedy
         self.rng = rng
         self.reasoning = reasoning
+        self.reasoning_budget = reasoning_budget

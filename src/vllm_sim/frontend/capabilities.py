@@ -24,7 +24,7 @@ Y, N = True, False
 #                          n  usage  P/D  threshold  header  omni  reasoning
 CHAT        = Capabilities(Y,   Y,    Y,     Y,        Y,     Y,    Y)
 COMPLETIONS = Capabilities(Y,   Y,    Y,     Y,        Y,     N,    N)
-RESPONSES   = Capabilities(N,   N,    N,     N,        N,     N,    N)
-MESSAGES    = Capabilities(N,   N,    N,     N,        Y,     N,    N)
+RESPONSES   = Capabilities(N,   N,    N,     N,        N,     N,    Y)
+MESSAGES    = Capabilities(N,   N,    N,     N,        Y,     N,    Y)
 GENERATE    = Capabilities(N,   Y,    Y,     N,        N,     N,    N)
 # fmt: on

@@ -85,6 +85,9 @@ class Options:
     # chat_template_kwargs.enable_thinking as the request set it (None: not set), and a
     # reasoning effort of "none": what turns reasoning off for parsers that read them.
     enable_thinking: bool | None = None
+    # The most reasoning tokens an answer may have (chat's thinking_token_budget, Anthropic's
+    # thinking.budget_tokens); None: as many as the reasoning ratio gives.
+    reasoning_budget: int | None = None
 
     @classmethod
     def of(

@@ -168,21 +168,37 @@ def _generation_request(
         seed=options.seed,
         greedy=options.greedy,
         prompt_logprobs=options.prompt_logprobs,
-        reasoning=_reasoning(ctx, options) if features.reasoning else None,
+        reasoning=_reasoning(ctx, options, features.reasoning),
+        reasoning_budget=_reasoning_budget(options) if features.reasoning else None,
     )
 
 
+NO_REASONING_CONFIG = (
+    "thinking_token_budget is set but reasoning_config is not configured. Please set "
+    "--reasoning-parser and/or --reasoning-config to use thinking_token_budget."
+)
 # Parsers that read chat_template_kwargs.enable_thinking themselves (vLLM 0.32's qwen3):
 # false turns the reasoning part off. The others leave it to the chat template.
 _READS_ENABLE_THINKING = frozenset({"qwen3"})
 
 
-def _reasoning(ctx: ApiContext, options: Options) -> float | None:
-    """The share of the answer that is reasoning; None without a reasoning parser."""
+def _reasoning(ctx: ApiContext, options: Options, honoured: bool) -> float | None:
+    """The share of the answer that is reasoning; None without a reasoning parser, or
+    where the endpoint does not split it out (`honoured` false)."""
     settings = ctx.settings
     parser = settings.reasoning_parser
     if not parser:
+        if options.reasoning_budget is not None:  # vLLM needs a parser to end thinking
+            raise RequestError(400, NO_REASONING_CONFIG, "thinking_token_budget")
+        return None
+    if not honoured:
         return None
     if options.enable_thinking is False and parser in _READS_ENABLE_THINKING:
         return 0.0
     return settings.reasoning_ratio
+
+
+def _reasoning_budget(options: Options) -> int | None:
+    """The cap on reasoning tokens; a budget of -1 is vLLM's "unlimited"."""
+    budget = options.reasoning_budget
+    return None if budget is None or budget < 0 else budget

@@ -157,3 +157,20 @@ def test_all_reasoning_hidden_streams_only_the_role_and_the_finish() -> None:
     choices = [c["choices"][0] for c in sse.chunks if c["choices"]]
     assert [c["delta"] for c in choices] == [{"role": "assistant", "content": ""}, {}]
     assert choices[-1]["finish_reason"] == "length"
+
+
+def test_a_thinking_token_budget_caps_the_reasoning(qwen3: SimServer) -> None:
+    """vLLM ends the thinking once the budget is spent; -1 is its "unlimited"."""
+    capped = _chat(qwen3, max_tokens=10, ignore_eos=True, thinking_token_budget=2)
+    assert capped["usage"]["completion_tokens_details"] == {"reasoning_tokens": 2}
+    unlimited = _chat(qwen3, max_tokens=10, ignore_eos=True, thinking_token_budget=-1)
+    assert unlimited["usage"]["completion_tokens_details"] == {"reasoning_tokens": int(10 * RATIO)}
+
+
+def test_a_thinking_token_budget_needs_a_parser(http: httpx.Client, sim: SimServer) -> None:
+    body = chat_body("Hello", model=sim.model, max_tokens=5, thinking_token_budget=3)
+    response = post(http, CHAT, body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == "thinking_token_budget"
+    assert "reasoning_config is not configured" in error["message"]

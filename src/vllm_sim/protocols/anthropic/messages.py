@@ -8,13 +8,14 @@ official `anthropic` SDK and its stream helpers work unchanged.
 from __future__ import annotations
 
 import json
-from typing import Any
+import uuid
+from typing import Any, Literal
 
 import msgspec
 
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.generation.stops import StopRules
-from vllm_sim.engine.generation.toolcalls import ToolPlan
+from vllm_sim.engine.generation.toolcalls import ToolCallOutput, ToolPlan
 from vllm_sim.engine.request import Prompt
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
@@ -74,6 +75,8 @@ class MessagesRequest(msgspec.Struct):
     ignore_eos: bool | None = None
     stop_sequences: list[str] | None = None
     temperature: float | None = None
+    thinking: Any = None  # checked by _thinking: enabled (with a budget), disabled, adaptive
+    chat_template_kwargs: dict[str, Any] | None = None  # vLLM's extension, as in chat
 
 
 class CountTokensRequest(msgspec.Struct):
@@ -224,6 +227,44 @@ def _tools(
     return tools, _tool_choice(body.tool_choice)
 
 
+MIN_THINKING_BUDGET = 1024  # Anthropic's (and vLLM's) smallest budget_tokens
+ThinkingType = Literal["enabled", "disabled", "adaptive"]
+_THINKING_TYPES: frozenset[str] = frozenset(ThinkingType.__args__)  # type: ignore[attr-defined]
+
+
+def _thinking(options: Options, body: MessagesRequest) -> None:
+    """What `thinking` and `chat_template_kwargs.enable_thinking` set, as vLLM maps them:
+    enabled caps the reasoning at budget_tokens, disabled turns thinking off (a reasoning
+    effort of "none"), adaptive changes nothing."""
+    kwargs = body.chat_template_kwargs
+    flag = kwargs.get("enable_thinking") if kwargs is not None else None
+    if isinstance(flag, bool):
+        options.enable_thinking = flag
+    raw = body.thinking
+    if raw is None:
+        return
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if not isinstance(kind, str) or kind not in _THINKING_TYPES:
+        allowed = ", ".join(sorted(_THINKING_TYPES))
+        raise _fail(f"thinking.type must be one of {allowed}", "thinking.type")
+    if kind == "disabled" and options.enable_thinking is None:
+        options.enable_thinking = False
+    elif kind == "enabled":
+        options.reasoning_budget = _thinking_budget(raw.get("budget_tokens"), options.max_tokens)
+
+
+def _thinking_budget(budget: object, max_tokens: int | None) -> int:
+    """thinking.budget_tokens, checked as vLLM checks it: at least 1024, below max_tokens."""
+    param = "thinking.budget_tokens"
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise _fail("thinking.budget_tokens must be an integer", param)
+    if budget < MIN_THINKING_BUDGET:
+        raise _fail(f"Input should be greater than or equal to {MIN_THINKING_BUDGET}", param)
+    if max_tokens is not None and budget >= max_tokens:
+        raise _fail("Value error, thinking.budget_tokens must be less than max_tokens", param)
+    return budget
+
+
 def _tool_plan(ctx: ApiContext, body: MessagesRequest) -> ToolPlan | None:
     tools, choice = _tools(ctx, body)
     candidates = tool_candidates(tools, choice)
@@ -245,6 +286,7 @@ class MessagesEndpoint(Endpoint[MessagesRequest]):
         if strings:
             options.stops = StopRules(strings)
         options.greedy = body.temperature == 0
+        _thinking(options, body)
         return options
 
     def plan(self, ctx: ApiContext, body: MessagesRequest) -> Plan:
@@ -330,9 +372,28 @@ def message_object(
     }
 
 
+def _reasoning_split(seq: Sequence) -> int:
+    """How many of the answer's first tokens are its thinking (0: no thinking block)."""
+    if seq.request.reasoning is None or seq.tool_calls is not None:
+        return 0
+    return seq.reasoning_tokens
+
+
+def _signature() -> str:
+    """A thinking block's signature: vLLM signs nothing, it sends a fresh uuid4 in hex."""
+    return uuid.uuid4().hex
+
+
 def _content(seq: Sequence) -> list[dict[str, Any]]:
     if seq.tool_calls is None:
-        return [{"type": "text", "text": "".join(seq.output_pieces)}]
+        split = _reasoning_split(seq)
+        text = "".join(seq.output_pieces[split:])
+        if not split:
+            return [{"type": "text", "text": text}]
+        # vLLM: a thinking block, then a text block only when text follows it.
+        thinking = "".join(seq.output_pieces[:split])
+        blocks = [{"type": "thinking", "thinking": thinking, "signature": _signature()}]
+        return [*blocks, {"type": "text", "text": text}] if text else blocks
     return [
         {
             "type": "tool_use",
@@ -346,12 +407,16 @@ def _content(seq: Sequence) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- streaming
 class MessageEvents:
-    """Anthropic's stream: message_start, one content block per text or tool call, the
-    message_delta with the stop reason and usage, message_stop."""
+    """Anthropic's stream: message_start, one content block per thinking part, text or tool
+    call, the message_delta with the stop reason and usage, message_stop. A thinking block
+    ends with its signature_delta, and the text block after it opens at the first text
+    token, as vLLM streams them."""
 
     def __init__(self, message_id: str, model: str) -> None:
         self._id = message_id
         self._model = model
+        self._block = 0  # the index of the open content block (-1: none is open)
+        self._thinking = False  # the open block is the thinking block
 
     def opening(self, seq: Sequence) -> bytes:
         start = named_event(
@@ -364,45 +429,50 @@ class MessageEvents:
         ping = named_event("ping", {"type": "ping"})
         if seq.tool_calls is not None:
             return start + ping
-        block = {"type": "text", "text": ""}
-        return start + _block_start(0, block) + ping
+        if _reasoning_split(seq):
+            self._thinking = True
+            return start + _block_start(0, {"type": "thinking", "thinking": ""}) + ping
+        return start + _block_start(0, {"type": "text", "text": ""}) + ping
 
     def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
-        pieces = seq.output_pieces
-        calls = seq.tool_calls
-        if calls is None:
-            # The end-of-sequence token has no text: no delta for it.
-            return b"".join(
-                _delta(0, {"type": "text_delta", "text": pieces[i]})
-                for i in range(start, end)
-                if pieces[i]
-            )
+        if seq.tool_calls is not None:
+            return _tool_deltas(seq.tool_calls, seq.output_pieces, start, end)
+        pieces, split = seq.output_pieces, _reasoning_split(seq)
         parts = []
-        for i in range(start, min(end, calls[-1].end)):  # the end of sequence says nothing
-            index = next(k for k, call in enumerate(calls) if call.start <= i < call.end)
-            call = calls[index]
-            if i == call.start:
-                if index:
-                    parts.append(_block_stop(index - 1))
-                block = {
-                    "type": "tool_use",
-                    "id": f"toolu_{call.id}",
-                    "name": call.name,
-                    "input": {},
-                }
-                parts.append(_block_start(index, block))
-            parts.append(_delta(index, {"type": "input_json_delta", "partial_json": pieces[i]}))
+        for i in range(start, end):
+            if not pieces[i]:
+                continue  # the end-of-sequence token has no text: no delta for it
+            if i < split:
+                parts.append(_delta(0, {"type": "thinking_delta", "thinking": pieces[i]}))
+                continue
+            if self._thinking:
+                parts.append(self._end_thinking())
+                self._block = 1
+                parts.append(_block_start(1, {"type": "text", "text": ""}))
+            parts.append(_delta(self._block, {"type": "text_delta", "text": pieces[i]}))
         return b"".join(parts)
 
+    def _end_thinking(self) -> bytes:
+        """The thinking block's signature, then its end."""
+        self._thinking = False
+        self._block = -1
+        signature = _delta(0, {"type": "signature_delta", "signature": _signature()})
+        return signature + _block_stop(0)
+
     def finish(self, seq: Sequence) -> bytes:
-        last = len(seq.tool_calls) - 1 if seq.tool_calls else 0
+        if seq.tool_calls:
+            end = _block_stop(len(seq.tool_calls) - 1)
+        elif self._thinking:
+            end = self._end_thinking()
+        else:
+            end = _block_stop(self._block) if self._block >= 0 else b""
         delta = {
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason(seq), "stop_sequence": stop_sequence(seq)},
             "usage": {"input_tokens": seq.prompt_tokens, "output_tokens": seq.completion_tokens},
         }
         return (
-            _block_stop(last)
+            end
             + named_event("message_delta", delta)
             + named_event("message_stop", {"type": "message_stop"})
         )
@@ -412,6 +482,21 @@ class MessageEvents:
 
     def error(self, error: RequestError) -> bytes:
         return named_event("error", error_payload(error))
+
+
+def _tool_deltas(calls: list[ToolCallOutput], pieces: list[str], start: int, end: int) -> bytes:
+    """A tool_use block per call, its arguments streamed as input_json_delta."""
+    parts = []
+    for i in range(start, min(end, calls[-1].end)):  # the end of sequence says nothing
+        index = next(k for k, call in enumerate(calls) if call.start <= i < call.end)
+        call = calls[index]
+        if i == call.start:
+            if index:
+                parts.append(_block_stop(index - 1))
+            block = {"type": "tool_use", "id": f"toolu_{call.id}", "name": call.name, "input": {}}
+            parts.append(_block_start(index, block))
+        parts.append(_delta(index, {"type": "input_json_delta", "partial_json": pieces[i]}))
+    return b"".join(parts)
 
 
 def _block_start(index: int, block: dict[str, Any]) -> bytes:

@@ -561,6 +561,7 @@ def engine_sampled(options: Options, params: SamplingRequest | EngineSampling) -
     options.seed = params.seed
     options.greedy = params.temperature == 0
     options.prompt_logprobs = params.prompt_logprobs
+    options.reasoning_budget = params.thinking_token_budget
 
 
 _DEFAULTS: dict[type, tuple[int, int, tuple[object, ...]]] = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from enum import Enum
 from typing import Any, Literal
 
 import msgspec
@@ -87,6 +88,7 @@ class ResponsesRequest(msgspec.Struct, weakref=True):
     max_tool_calls: int | None = None
     prompt: Any = None  # prompt templates: refused, as vLLM does
     reasoning: dict[str, Any] | None = None
+    include_reasoning: bool = True  # vLLM's extension: false keeps the reasoning item out
     service_tier: ServiceTier | None = None
     truncation: Truncation | None = None
     user: str | None = None
@@ -134,7 +136,7 @@ def _message(item: dict[str, Any], where: str) -> ChatMessage:
     return ChatMessage(role, blocks)
 
 
-def _input_item(item: object, where: str) -> ChatMessage:
+def _input_item(item: object, where: str) -> ChatMessage | None:
     if not isinstance(item, dict):
         raise _fail("an input item must be an object", where)
     kind = item.get("type", "message")
@@ -144,6 +146,10 @@ def _input_item(item: object, where: str) -> ChatMessage:
         call_id = _field(item, "call_id", where) or _field(item, "id", where)
         call = FunctionCall(_field(item, "name", where), _field(item, "arguments", where))
         return ChatMessage("assistant", None, [ToolCall(call, call_id)])
+    if kind == "reasoning":
+        # An earlier answer's reasoning, handed back with its output: the history keeps it
+        # out of the prompt, as the chat templates of reasoning models drop past thinking.
+        return None
     if kind == "function_call_output":
         output = item.get("output", "")
         if isinstance(output, list):
@@ -164,7 +170,8 @@ def input_messages(raw: object) -> list[ChatMessage]:
         return [ChatMessage("user", raw)]
     if not isinstance(raw, list):
         raise _fail("input must be a string or array of input items", "input")
-    return [_input_item(item, f"input[{i}]") for i, item in enumerate(raw)]
+    items = (_input_item(item, f"input[{i}]") for i, item in enumerate(raw))
+    return [message for message in items if message is not None]
 
 
 def _echo_text(messages: list[ChatMessage]) -> str:
@@ -282,6 +289,7 @@ class ResponsesEndpoint(Endpoint[ResponsesRequest]):
             stream=bool(body.stream),
             ignore_eos=bool(body.ignore_eos),
             logprobs=_logprob_alternatives(body),
+            enable_thinking=_enable_thinking(body.reasoning),
         )
 
     def plan(self, ctx: ApiContext, body: ResponsesRequest) -> Plan:
@@ -308,7 +316,7 @@ class ResponsesEndpoint(Endpoint[ResponsesRequest]):
     def answer(self, call: Call[ResponsesRequest]) -> dict[str, Any]:
         shape = ResponseShape(call)
         seq = call.stream.sequences[0]
-        response = shape.response(seq, [output_item(seq, shape, done=True)])
+        response = shape.response(seq, output_items(seq, shape))
         self._keep(call, seq, response)
         return response
 
@@ -332,6 +340,21 @@ def _as_message(seq: Sequence) -> ChatMessage:
     return ChatMessage("assistant", "".join(seq.output_pieces))
 
 
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+_EFFORTS: frozenset[str] = frozenset(ReasoningEffort.__args__)  # type: ignore[attr-defined]
+
+
+def _enable_thinking(reasoning: dict[str, Any] | None) -> bool | None:
+    """`reasoning.effort` turns thinking off ("none") or on (any other), as vLLM reads it."""
+    effort = reasoning.get("effort") if reasoning is not None else None
+    if effort is None:
+        return None
+    if not isinstance(effort, str) or effort not in _EFFORTS:
+        allowed = ", ".join(sorted(_EFFORTS))
+        raise _fail(f"reasoning.effort must be one of {allowed}", "reasoning.effort")
+    return bool(effort != "none")
+
+
 def _logprob_alternatives(body: ResponsesRequest) -> int | None:
     """Alternatives per token; None (no logprobs at all) unless `include` asks for them."""
     if body.include and LOGPROBS_INCLUDE in body.include:
@@ -348,6 +371,8 @@ class ResponseShape:
         self.call = call
         self.id = f"resp_{call.request_id}"
         self.message_id = f"msg_{call.request_id}"
+        self.reasoning_id = f"rs_{call.request_id}"
+        self.hide_reasoning = not body.include_reasoning
         self.model = call.model
         self.body = body
         alternatives = _logprob_alternatives(body)
@@ -415,6 +440,7 @@ def _tool_choice_echo(raw: object) -> object:
 def _usage(seq: Sequence) -> dict[str, Any]:
     """vLLM's usage: the per-turn lists stay empty for a single-turn request, as there."""
     prompt, completion = seq.prompt_tokens, seq.completion_tokens
+    reasoning = seq.reasoning_tokens if seq.request.reasoning is not None else 0
     return {
         "input_tokens": prompt,
         "input_tokens_details": {
@@ -425,7 +451,7 @@ def _usage(seq: Sequence) -> dict[str, Any]:
         },
         "output_tokens": completion,
         "output_tokens_details": {
-            "reasoning_tokens": 0,
+            "reasoning_tokens": min(reasoning, completion),
             "tool_output_tokens": 0,
             "output_tokens_per_turn": [],
             "tool_output_tokens_per_turn": [],
@@ -434,14 +460,36 @@ def _usage(seq: Sequence) -> dict[str, Any]:
     }
 
 
-def _text_part(seq: Sequence, shape: ResponseShape, text: str) -> dict[str, Any]:
+def _reasoning_split(seq: Sequence) -> int:
+    """How many of the answer's first tokens are reasoning (0: no reasoning part)."""
+    if seq.request.reasoning is None or seq.tool_calls:
+        return 0
+    return seq.reasoning_tokens
+
+
+def reasoning_item(shape: ResponseShape, text: str | None, status: str | None) -> dict[str, Any]:
+    """vLLM's reasoning output item; `text` None while it is just opened."""
+    content = None if text is None else [{"text": text, "type": "reasoning_text"}]
+    return {
+        "id": shape.reasoning_id,
+        "summary": [],
+        "type": "reasoning",
+        "content": content,
+        "encrypted_content": None,
+        "status": status,
+    }
+
+
+def _text_part(seq: Sequence, shape: ResponseShape, first: int) -> dict[str, Any]:
+    """The message's text part: the answer from token `first` on (after its reasoning)."""
+    pieces = seq.output_pieces[first:]
     logprobs = shape.logprobs
-    entries = None if logprobs is None else logprobs.entries(seq.output_pieces, 0)
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": entries}
+    entries = None if logprobs is None else logprobs.entries(pieces, first)
+    return {"type": "output_text", "text": "".join(pieces), "annotations": [], "logprobs": entries}
 
 
 def output_item(seq: Sequence, shape: ResponseShape, done: bool) -> dict[str, Any]:
-    """The one output item of a finished (or, not `done`, just opened) turn."""
+    """The turn's message or function call, finished (or, not `done`, just opened)."""
     status = "completed" if done else "in_progress"
     if seq.tool_calls:
         call = seq.tool_calls[0]
@@ -453,7 +501,7 @@ def output_item(seq: Sequence, shape: ResponseShape, done: bool) -> dict[str, An
             "arguments": call.arguments if done else "",
             "status": status,
         }
-    content = [_text_part(seq, shape, "".join(seq.output_pieces))] if done else []
+    content = [_text_part(seq, shape, _reasoning_split(seq))] if done else []
     # A message cut by max_output_tokens is still a completed item in vLLM; the response
     # says it is incomplete.
     return {
@@ -466,17 +514,45 @@ def output_item(seq: Sequence, shape: ResponseShape, done: bool) -> dict[str, An
     }
 
 
+def output_items(seq: Sequence, shape: ResponseShape) -> list[dict[str, Any]]:
+    """A finished, not streamed turn's output: its reasoning item (with a reasoning parser,
+    unless include_reasoning is false), then its message when any text follows, as vLLM."""
+    split = _reasoning_split(seq)
+    if not split:
+        return [output_item(seq, shape, done=True)]
+    items = []
+    if not shape.hide_reasoning:
+        items.append(reasoning_item(shape, "".join(seq.output_pieces[:split]), None))
+    message = output_item(seq, shape, done=True)
+    if message["content"][0]["text"]:
+        items.append(message)
+    return items
+
+
 # ---------------------------------------------------------------- streaming
 KeepResponse = Callable[[Call[ResponsesRequest], Sequence, dict[str, Any]], None]
 
 
+class OpenItem(Enum):
+    """The output item a stream is writing into."""
+
+    NONE = 0
+    REASONING = 1
+    MESSAGE = 2  # a message or a function call
+
+
 class ResponseEvents:
-    """The Responses API's SSE events, numbered in order."""
+    """The Responses API's SSE events, numbered in order. A reasoning part opens its own
+    item when its first token arrives and is closed when the first text token comes, which
+    opens the message item after it, as vLLM's stream does."""
 
     def __init__(self, shape: ResponseShape, keep: KeepResponse) -> None:
         self._shape = shape
         self._keep = keep
         self._number = 0
+        self._open = OpenItem.NONE
+        self._index = -1  # the output index of the item opened last
+        self._done: list[dict[str, Any]] = []  # the finished items, in output order
 
     def _event(self, name: str, payload: dict[str, Any]) -> bytes:
         payload = {"type": name, "sequence_number": self._number, **payload}
@@ -485,19 +561,36 @@ class ResponseEvents:
 
     def _where(self, seq: Sequence) -> dict[str, Any]:
         if seq.tool_calls:
-            return {"item_id": f"fc_{seq.tool_calls[0].id}", "output_index": 0}
-        return {"item_id": self._shape.message_id, "output_index": 0, "content_index": 0}
+            return {"item_id": f"fc_{seq.tool_calls[0].id}", "output_index": self._index}
+        return {
+            "item_id": self._shape.message_id,
+            "output_index": self._index,
+            "content_index": 0,
+        }
+
+    def _reasoning_where(self) -> dict[str, Any]:
+        return {
+            "content_index": 0,
+            "item_id": self._shape.reasoning_id,
+            "output_index": self._index,
+        }
 
     def opening(self, seq: Sequence) -> bytes:
-        shape = self._shape
-        in_progress = shape.response(None, [], "in_progress")
+        in_progress = self._shape.response(None, [], "in_progress")
         parts = [
             self._event("response.created", {"response": in_progress}),
             self._event("response.in_progress", {"response": in_progress}),
-            self._event(
-                "response.output_item.added",
-                {"output_index": 0, "item": output_item(seq, shape, done=False)},
-            ),
+        ]
+        if not _reasoning_split(seq):
+            parts.append(self._open_message(seq))
+        return b"".join(parts)
+
+    def _open_message(self, seq: Sequence) -> bytes:
+        self._index += 1
+        self._open = OpenItem.MESSAGE
+        item = output_item(seq, self._shape, done=False)
+        parts = [
+            self._event("response.output_item.added", {"output_index": self._index, "item": item})
         ]
         if not seq.tool_calls:
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
@@ -506,7 +599,56 @@ class ResponseEvents:
             )
         return b"".join(parts)
 
+    def _open_reasoning(self) -> bytes:
+        self._index += 1
+        self._open = OpenItem.REASONING
+        item = reasoning_item(self._shape, None, "in_progress")
+        part = {"text": "", "type": "reasoning_text"}
+        return self._event(
+            "response.output_item.added", {"item": item, "output_index": self._index}
+        ) + self._event("response.content_part.added", {**self._reasoning_where(), "part": part})
+
+    def _close_reasoning(self, seq: Sequence) -> bytes:
+        text = "".join(seq.output_pieces[: _reasoning_split(seq)])
+        where = self._reasoning_where()
+        item = reasoning_item(self._shape, text, "completed")
+        self._done.append(item)
+        self._open = OpenItem.NONE
+        part = {"text": text, "type": "reasoning_text"}
+        return b"".join(
+            [
+                self._event("response.reasoning_text.done", {**where, "text": text}),
+                self._event("response.content_part.done", {**where, "part": part}),
+                self._event(
+                    "response.output_item.done", {"item": item, "output_index": self._index}
+                ),
+            ]
+        )
+
     def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
+        if self._open is OpenItem.MESSAGE:
+            return self._deltas(seq, start, end)
+        split, pieces = _reasoning_split(seq), seq.output_pieces
+        parts = []
+        for i in range(start, end):
+            if not pieces[i] or (i < split and self._shape.hide_reasoning):
+                continue  # no text (the end of sequence), or reasoning not shown
+            if i < split:
+                if self._open is not OpenItem.REASONING:
+                    parts.append(self._open_reasoning())
+                delta = {**self._reasoning_where(), "delta": pieces[i]}
+                parts.append(self._event("response.reasoning_text.delta", delta))
+                continue
+            # The first text token: the reasoning item (if any) ends, the message opens and
+            # takes the rest of this batch.
+            if self._open is OpenItem.REASONING:
+                parts.append(self._close_reasoning(seq))
+            parts.append(self._open_message(seq))
+            parts.append(self._deltas(seq, i, end))
+            break
+        return b"".join(parts)
+
+    def _deltas(self, seq: Sequence, start: int, end: int) -> bytes:
         pieces = seq.output_pieces
         if seq.tool_calls:
             name = "response.function_call_arguments.delta"
@@ -530,8 +672,22 @@ class ResponseEvents:
         )
 
     def finish(self, seq: Sequence) -> bytes:
+        parts = []
+        if self._open is OpenItem.REASONING:
+            parts.append(self._close_reasoning(seq))
+        elif self._open is OpenItem.MESSAGE:
+            parts.append(self._close_message(seq))
         shape = self._shape
-        item = output_item(seq, shape, done=True)
+        final = shape.response(seq, self._done)
+        self._keep(shape.call, seq, final)
+        # vLLM ends every stream with response.completed, an incomplete one too (its status
+        # says so); the SDK's stream helper needs that event to hand out the response.
+        parts.append(self._event("response.completed", {"response": final}))
+        return b"".join(parts)
+
+    def _close_message(self, seq: Sequence) -> bytes:
+        item = output_item(seq, self._shape, done=True)
+        self._done.append(item)
         where = self._where(seq)
         if seq.tool_calls:
             call = seq.tool_calls[0]
@@ -544,12 +700,8 @@ class ResponseEvents:
                 self._event("response.output_text.done", done),
                 self._event("response.content_part.done", {**where, "part": text_part}),
             ]
-        parts.append(self._event("response.output_item.done", {"output_index": 0, "item": item}))
-        final = shape.response(seq, [item])
-        self._keep(shape.call, seq, final)
-        # vLLM ends every stream with response.completed, an incomplete one too (its status
-        # says so); the SDK's stream helper needs that event to hand out the response.
-        parts.append(self._event("response.completed", {"response": final}))
+        done_item = {"output_index": self._index, "item": item}
+        parts.append(self._event("response.output_item.done", done_item))
         return b"".join(parts)
 
     def closing(self, stream: RequestStream) -> bytes:
