@@ -120,7 +120,7 @@ def serve_group(members: Sequence[tuple[Config, int, int]], notes: Sequence[Note
     from vllm_sim.server.runner import serve_all
     from vllm_sim.server.step_timing import timed_config
     from vllm_sim.server.tls import TlsError, tls_setup
-    from vllm_sim.server.tokenizer_setup import choose_tokenizer
+    from vllm_sim.server.tokenizer_setup import check_reasoning_tokenizer, choose_tokenizer
 
     tokenizers: dict[tuple[object, ...], TokenizerChoice] = {}  # one per model, shared
     choices = []
@@ -130,6 +130,7 @@ def serve_group(members: Sequence[tuple[Config, int, int]], notes: Sequence[Note
             key = (cfg.model, cfg.tokenizer, cfg.revision, cfg.force_dummy_tokenizer)
             if key not in tokenizers:
                 tokenizers[key] = choose_tokenizer(cfg, os.environ)
+            check_reasoning_tokenizer(cfg, tokenizers[key].tokenizer)
             choices.append(tokenizers[key])
         tls = tls_setup(members[0][0])
     except (TlsError, ConfigError) as error:

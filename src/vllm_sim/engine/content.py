@@ -53,8 +53,12 @@ class ContentSource:
         synthesis: SynthesisSettings | None = None,
         encoder_only: bool = False,
         dataset: ResponseDataset | None = None,
+        think_end_id: int | None = None,
     ) -> None:
         self.mode = mode
+        # The model's own token that ends a reasoning part (a real tokenizer's `</think>`);
+        # None: the reasoning part ends with no marker.
+        self.think_end_id = think_end_id
         self.encoder_only = encoder_only
         self.synthesis = synthesis or SynthesisSettings()
         self.tokenizer = tokenizer
@@ -83,12 +87,22 @@ class ContentSource:
             self._random(seq, max_model_len, rng)
         self._end(seq)
         if request.reasoning:
-            # The answer's first tokens are its reasoning, its end-of-sequence token never.
-            text = len(seq.output_ids) - (1 if seq.eos else 0)
-            count = int(text * request.reasoning)
-            budget = request.reasoning_budget
-            # A budget ends the thinking early, as vLLM's forced end-of-thinking does.
-            seq.reasoning_tokens = count if budget is None else min(count, budget)
+            self._split_reasoning(seq, request.reasoning, request.reasoning_budget)
+
+    def _split_reasoning(self, seq: Sequence, ratio: float, budget: int | None) -> None:
+        """The answer's first tokens are its reasoning (its end-of-sequence token never). A
+        model whose vocabulary has the end-of-thinking marker generates it where the
+        reasoning stops: counted in the output, shown in neither part, as in vLLM."""
+        text = len(seq.output_ids) - (1 if seq.eos else 0)
+        count = int(text * ratio)
+        # A budget ends the thinking early, as vLLM's forced end-of-thinking does.
+        count = count if budget is None else min(count, budget)
+        seq.reasoning_tokens = count
+        marker = self.think_end_id
+        if marker is not None and 0 < count < text:
+            # New lists: the generated ones may be shared (an echoed prompt's tokens).
+            seq.output_ids = [*seq.output_ids[:count], marker, *seq.output_ids[count + 1 :]]
+            seq.output_pieces = [*seq.output_pieces[:count], "", *seq.output_pieces[count + 1 :]]
 
     def _rng_of(self, seq: Sequence) -> random.Random:
         """A seeded request draws from its own generator, so the same seed gives the same

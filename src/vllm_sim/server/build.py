@@ -49,6 +49,7 @@ from vllm_sim.protocols.vllm.server_info import VLLM_VERSION
 from vllm_sim.server import views
 from vllm_sim.server.control import LiveConfig
 from vllm_sim.server.dataset_setup import load_dataset
+from vllm_sim.server.tokenizer_setup import think_end_id
 from vllm_sim.transports.http.conventions import OPENAI_DIALECT
 from vllm_sim.transports.http.routes import Access, build_routes
 
@@ -143,7 +144,13 @@ def content_source(cfg: Config, tokenizer: Tokenizer, rng: random.Random) -> Con
     """What the engine answers with; raises DatasetSetupError for a bad dataset."""
     dataset = load_dataset(cfg, tokenizer)
     return ContentSource(
-        cfg.mode, tokenizer, rng, views.synthesis(cfg), cfg.mm_encoder_only, dataset
+        cfg.mode,
+        tokenizer,
+        rng,
+        views.synthesis(cfg),
+        cfg.mm_encoder_only,
+        dataset,
+        think_end_id(cfg, tokenizer),
     )
 
 

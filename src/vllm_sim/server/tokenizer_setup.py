@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Final
 
 from vllm_sim.config import Config, ConfigError
+from vllm_sim.engine.tokenizer.base import Tokenizer
 from vllm_sim.engine.tokenizer.hf import TemplateOptions
 from vllm_sim.engine.tokenizer.select import (
     TokenizerChoice,
@@ -75,3 +76,29 @@ def choose_tokenizer(cfg: Config, environ: Mapping[str, str]) -> TokenizerChoice
         return tokenizer_in(name, folder, lambda: template_options(cfg))
     except TokenizerSetupError as error:
         raise ConfigError(str(error)) from None
+
+
+THINK_START, THINK_END = "<think>", "</think>"
+# vLLM's reasoning parsers that split an answer at `</think>`, and those of them that refuse
+# to start unless both markers are vocabulary entries (named as vLLM's error names them).
+_THINK_PARSERS = frozenset({"deepseek_r1", "qwen3"})
+_NEEDS_THINK_TOKENS = {"deepseek_r1": "DeepSeekR1ReasoningParser"}
+
+
+def think_end_id(cfg: Config, tokenizer: Tokenizer) -> int | None:
+    """The token a reasoning part ends with, for this parser and vocabulary (None: none)."""
+    if cfg.reasoning_parser not in _THINK_PARSERS:
+        return None
+    return tokenizer.vocab_id(THINK_END)
+
+
+def check_reasoning_tokenizer(cfg: Config, tokenizer: Tokenizer) -> None:
+    """Raises ConfigError where vLLM's parser would not start with this model's tokenizer
+    (the simulated tokenizer has no vocabulary to check)."""
+    parser = _NEEDS_THINK_TOKENS.get(cfg.reasoning_parser)
+    if parser is None or tokenizer.folder is None:
+        return
+    if tokenizer.vocab_id(THINK_START) is None or tokenizer.vocab_id(THINK_END) is None:
+        raise ConfigError(
+            f"{parser} reasoning parser could not locate think start/end tokens in the tokenizer!"
+        )

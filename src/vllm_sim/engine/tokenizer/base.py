@@ -126,3 +126,8 @@ class Tokenizer(Protocol):
     def piece(self, token_id: int) -> str:
         """Text of one token id decoded alone (a logprob's token)."""
         ...
+
+    def vocab_id(self, entry: str) -> int | None:
+        """The id of a vocabulary entry (an added token too); None when `entry` is not one
+        (it would take several tokens)."""
+        ...

@@ -229,6 +229,10 @@ class HfTokenizer:
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         return str(self._backend.decode(list(ids), skip_special_tokens=skip_special_tokens))
 
+    def vocab_id(self, entry: str) -> int | None:
+        token_id: int | None = self._backend.token_to_id(entry)
+        return token_id
+
     def piece(self, token_id: int) -> str:
         """The token decoded alone (a partial character decodes to U+FFFD, as in vLLM's
         logprobs); remembered, at most one entry per vocabulary id."""

@@ -76,6 +76,11 @@ class SimulatedTokenizer:
         self._memo = PromptMemo(memo_bytes)
         self._split = _TOKEN_RE.findall
 
+    def vocab_id(self, entry: str) -> int | None:
+        """None: this tokenizer has no vocabulary entries beyond its words and punctuation
+        (a marker such as `</think>` is several of them)."""
+        return None
+
     @property
     def vocabulary_size(self) -> int:
         """Number of pieces currently remembered for decoding (bounded by vocabulary_bytes)."""
