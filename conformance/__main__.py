@@ -22,6 +22,7 @@ from conformance.oracle import (
     ORACLE_ENV,
     VLLM_VERSION,
     Layout,
+    Profile,
     ensure_oracle,
     oracle_argv,
     say,
@@ -63,7 +64,6 @@ def save_exchange(folder: Path, name: str, side: str, exchange: Exchange) -> Non
 
 
 def run_cases(cases: list[Case], oracle: Server, sim: Server, folder: Path) -> list[CaseResult]:
-    shutil.rmtree(folder, ignore_errors=True)
     # One request first, not compared: the oracle's first generation pays for warm-up.
     warm = Case("warm-up", CHAT_PATH, method="POST", body=CHAT)
     send(warm, HOST, oracle.port)
@@ -97,13 +97,20 @@ def send_oracle(case: Case, oracle: Server, tries: int = 3) -> Exchange:
     return best
 
 
-def start_servers(layout: Layout, args: argparse.Namespace) -> tuple[Server, Server]:
+def start_servers(
+    layout: Layout, args: argparse.Namespace, profile: Profile
+) -> tuple[Server, Server]:
+    """Both servers set up for `profile`; --oracle-port stands for the plain profile's vLLM."""
     logs = layout.root / "logs"
-    if args.oracle_port:
+    suffix = "" if profile == "plain" else f"-{profile}"
+    if args.oracle_port and profile == "plain":
         oracle = attach("vLLM", args.oracle_port)
     else:
-        oracle = start("vLLM", oracle_argv(layout), logs / "vllm.log", env=ORACLE_ENV)
-    sim = start("vllm-sim", simulator_argv(REPO, layout.model), logs / "sim.log")
+        argv = oracle_argv(layout, profile)
+        oracle = start(f"vLLM{suffix}", argv, logs / f"vllm{suffix}.log", env=ORACLE_ENV)
+    model = layout.served_model(profile)
+    sim_argv = simulator_argv(REPO, model, profile)
+    sim = start(f"vllm-sim{suffix}", sim_argv, logs / f"sim{suffix}.log")
     try:
         wait_ready(sim, 60)
         wait_ready(oracle, args.oracle_timeout)
@@ -127,24 +134,37 @@ def main(argv: list[str]) -> int:
     info.seconds["setup"] = time.monotonic() - clock
     if args.setup_only:
         return 0
+    cases = selected(args.only)
+    folder = layout.root / "exchanges"
+    shutil.rmtree(folder, ignore_errors=True)
+    results: list[CaseResult] = []
+    for profile in dict.fromkeys(case.profile for case in cases):
+        try:
+            results += run_profile(layout, args, info, [c for c in cases if c.profile == profile])
+        except RuntimeError as error:
+            say(str(error))
+            return 2
+    return finish(layout, info, results)
+
+
+def run_profile(
+    layout: Layout, args: argparse.Namespace, info: RunInfo, cases: list[Case]
+) -> list[CaseResult]:
+    """Starts both servers as `cases`' profile needs, sends the cases, stops them."""
+    profile = cases[0].profile
     clock = time.monotonic()
-    say("starting vLLM and vllm-sim")
-    try:
-        oracle, sim = start_servers(layout, args)
-    except RuntimeError as error:
-        say(str(error))
-        return 2
-    info.seconds["start"] = time.monotonic() - clock
+    say(f"starting vLLM and vllm-sim ({profile} profile)")
+    oracle, sim = start_servers(layout, args, profile)
+    info.seconds[f"start ({profile})"] = time.monotonic() - clock
     for server in (oracle, sim):
         info.commands[server.name] = shlex.join(server.argv)
     clock = time.monotonic()
     try:
-        results = run_cases(selected(args.only), oracle, sim, layout.root / "exchanges")
+        return run_cases(cases, oracle, sim, layout.root / "exchanges")
     finally:
         stop(oracle)
         stop(sim)
-    info.seconds["requests"] = time.monotonic() - clock
-    return finish(layout, info, results)
+        info.seconds[f"requests ({profile})"] = time.monotonic() - clock
 
 
 def finish(layout: Layout, info: RunInfo, results: list[CaseResult]) -> int:

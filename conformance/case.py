@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from conformance.oracle import Profile
+
 MessageMode = Literal["exact", "masked", "skip"]
 
 
@@ -20,7 +22,7 @@ class Case:
     `compare_headers` response headers compared besides content-type, `message` how error
     texts compare (`masked` replaces digits, for texts that quote token counts), and
     `counts` whether a stream's per-kind chunk counts must match (false when the length of
-    the output depends on content)."""
+    the output depends on content); `profile` which set-up of both servers it runs on."""
 
     name: str
     path: str
@@ -34,6 +36,7 @@ class Case:
     message: MessageMode = "exact"
     counts: bool = True
     note: str = ""
+    profile: Profile = "plain"  # the servers' set-up the case needs
 
     def payload(self) -> bytes | None:
         if self.raw is not None:

@@ -272,10 +272,53 @@ ERROR_CASES = [
     ),
 ]
 
+# With a reasoning parser (the `reasoning` profile: qwen3 on the think model). The random
+# model never writes `</think>` by itself, so its answers are all reasoning, unless a
+# thinking budget forces the end of thinking; the simulator runs at a reasoning ratio of 1.
+REASONING = {"profile": "reasoning"}
+NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
+# A budget splits the answer, at a point that depends on how each counts the prompt's own
+# thinking: the lengths of the two parts differ.
+BUDGET = {"thinking_token_budget": 3, "max_tokens": 8}
+SPLIT = {"counts": False, "ignore_values": frozenset({"completion_tokens", "total_tokens"})}
+REASONING_CASES = [
+    chat("reasoning-chat", CHAT, **REASONING),
+    chat("reasoning-chat-stream", merged(CHAT, **USAGE), **REASONING),
+    chat("reasoning-chat-budget", merged(CHAT, **BUDGET), **REASONING),
+    chat("reasoning-chat-budget-stream", merged(CHAT, **BUDGET, **STREAM), **REASONING, **SPLIT),
+    chat("reasoning-chat-no-thinking", merged(CHAT, **NO_THINKING), **REASONING),
+    chat("reasoning-chat-no-thinking-stream", merged(CHAT, **NO_THINKING, **STREAM), **REASONING),
+    chat("reasoning-chat-hidden", merged(CHAT, include_reasoning=False), **REASONING),
+    chat(
+        "reasoning-chat-hidden-stream",
+        merged(CHAT, include_reasoning=False, **STREAM),
+        **REASONING,
+    ),
+    completion("reasoning-completion", COMPLETION, **REASONING),
+    post("reasoning-responses", "/v1/responses", RESPONSES, **REASONING),
+    post("reasoning-responses-stream", "/v1/responses", merged(RESPONSES, **STREAM), **REASONING),
+    post(
+        "reasoning-responses-effort-none",
+        "/v1/responses",
+        merged(RESPONSES, reasoning={"effort": "none"}),
+        **REASONING,
+    ),
+    # Named messages-* so that the Messages API's accepted differences cover them too.
+    post("messages-reasoning", "/v1/messages", MESSAGES, **REASONING),
+    post("messages-reasoning-stream", "/v1/messages", merged(MESSAGES, **STREAM), **REASONING),
+    post(
+        "messages-reasoning-disabled",
+        "/v1/messages",
+        merged(MESSAGES, thinking={"type": "disabled"}),
+        **REASONING,
+    ),
+]
+
 CASES: list[Case] = [
     *CHAT_CASES,
     *COMPLETION_CASES,
     *OTHER_GENERATION_CASES,
     *UTILITY_CASES,
     *ERROR_CASES,
+    *REASONING_CASES,
 ]

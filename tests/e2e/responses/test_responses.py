@@ -188,8 +188,16 @@ def test_response_echoes_request_options(http: httpx.Client) -> None:
     }
     body = http.post(RESPONSES, json={"input": "hi", "max_output_tokens": 5, **options}).json()
     for key, value in options.items():
-        if key != "include":
+        if key not in ("include", "reasoning"):
             assert body[key] == value, key
+    # vLLM's reasoning object, every key of it.
+    assert body["reasoning"] == {
+        "context": None,
+        "effort": "low",
+        "generate_summary": None,
+        "mode": None,
+        "summary": None,
+    }
 
 
 @pytest.mark.parametrize(

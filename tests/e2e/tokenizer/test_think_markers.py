@@ -85,3 +85,48 @@ def test_deepseek_r1_starts_with_them(thinking_model: Path) -> None:
     with SimServer(args, model=str(thinking_model)) as sim, httpx.Client(base_url=sim.url) as http:
         answer = json_ok(post(http, CHAT, _body(sim)))
     assert answer["choices"][0]["message"]["reasoning"]
+
+
+# A template that writes a closed empty think block when thinking is off, as Qwen3's does.
+THINK_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
+    "{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def templated(thinking_model: Path) -> Iterator[SimServer]:
+    args = ["--reasoning-parser", "qwen3", "--chat-template", THINK_TEMPLATE]
+    with SimServer(args, model=str(thinking_model)) as sim:
+        yield sim
+
+
+def _prompt_tokens(sim: SimServer, path: str, body: dict[str, Any]) -> int:
+    with httpx.Client(base_url=sim.url, timeout=30) as client:
+        usage = json_ok(post(client, path, {"model": sim.model, **body}))["usage"]
+    return int(usage.get("prompt_tokens", usage.get("input_tokens", 0)))
+
+
+@pytest.mark.parametrize(
+    ("path", "on", "off"),
+    [
+        (CHAT, {"reasoning_effort": "low"}, {"reasoning_effort": "none"}),
+        ("/v1/responses", {"reasoning": {"effort": "low"}}, {"reasoning": {"effort": "none"}}),
+        ("/v1/messages", {"thinking": {"type": "adaptive"}}, {"thinking": {"type": "disabled"}}),
+    ],
+)
+def test_thinking_off_reaches_the_template(
+    templated: SimServer, path: str, on: dict[str, Any], off: dict[str, Any]
+) -> None:
+    """vLLM hands a reasoning effort (and Anthropic's disabled thinking, an effort of "none")
+    to the chat template as enable_thinking: the closed think block is in the prompt."""
+    if path == CHAT:
+        base: dict[str, Any] = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
+    elif path == "/v1/responses":
+        base = {"input": "Hi", "max_output_tokens": 2}
+    else:
+        base = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
+    closed = _prompt_tokens(templated, path, {**base, **off})
+    assert closed > _prompt_tokens(templated, path, {**base, **on})

@@ -36,6 +36,7 @@ from vllm_sim.protocols.common.conversation import (
     flat_function_tools,
     read_conversation,
     render,
+    thinking_kwargs,
 )
 from vllm_sim.protocols.common.encoding import named_event
 from vllm_sim.protocols.common.tools import (
@@ -336,8 +337,16 @@ def count_tokens(ctx: ApiContext, request: HttpRequest) -> AnyResponse:
 
 
 def _template_choices(body: MessagesRequest | CountTokensRequest) -> TemplateChoices:
-    """The chat template's options: the request's tools, in chat's form."""
-    return TemplateChoices(tools=flat_function_tools(body.tools, "input_schema"))
+    """The chat template's options: the request's tools, in chat's form, and for a message
+    its chat_template_kwargs, with thinking off when `thinking` disables it (vLLM turns that
+    into a reasoning effort of "none")."""
+    tools = flat_function_tools(body.tools, "input_schema")
+    if not isinstance(body, MessagesRequest):
+        return TemplateChoices(tools=tools)
+    thinking = body.thinking
+    disabled = isinstance(thinking, dict) and thinking.get("type") == "disabled"
+    kwargs = thinking_kwargs(body.chat_template_kwargs, "none" if disabled else None)
+    return TemplateChoices(tools=tools, chat_template_kwargs=kwargs)
 
 
 def stop_reason(seq: Sequence) -> str:

@@ -192,6 +192,14 @@ class TemplateChoices:
     documents: list[dict[str, str]] | None = None
 
 
+def thinking_kwargs(kwargs: dict[str, Any] | None, effort: object) -> dict[str, Any] | None:
+    """chat_template_kwargs as vLLM completes them from a reasoning effort: unless they set
+    `enable_thinking` themselves, any effort turns thinking on, and "none" off."""
+    if effort is None or (kwargs is not None and "enable_thinking" in kwargs):
+        return kwargs
+    return {**(kwargs or {}), "enable_thinking": effort != "none"}
+
+
 def flat_function_tools(tools: object, schema_key: str) -> list[Any] | None:
     """Tools written flat (`name`, `description` and the schema under `schema_key`, as
     Responses and Anthropic write them) in chat's nested form."""

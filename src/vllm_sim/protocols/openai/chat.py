@@ -16,7 +16,12 @@ from vllm_sim.frontend.context import ApiContext
 from vllm_sim.frontend.endpoint import Call, Endpoint, Options, Plan
 from vllm_sim.frontend.omni import image_block
 from vllm_sim.protocols.common.chat_messages import ChatMessage
-from vllm_sim.protocols.common.conversation import mm_features, read_conversation, render
+from vllm_sim.protocols.common.conversation import (
+    mm_features,
+    read_conversation,
+    render,
+    thinking_kwargs,
+)
 from vllm_sim.protocols.common.encoding import (
     AnswerShape,
     answer_shape,
@@ -82,6 +87,10 @@ class ChatEndpoint(Endpoint[ChatRequest]):
                 400, "when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs"
             )
         tools = _tool_plan(ctx, body)
+        if body.reasoning_effort is not None:  # the template reads it as enable_thinking
+            body.chat_template_kwargs = thinking_kwargs(
+                body.chat_template_kwargs, body.reasoning_effort
+            )
         plan = Plan([_prompt(ctx, body)], tools, _json_plan(ctx, body))
         if ctx.render_service is not None:
             plan.render = [ctx.render_service.chat_call(body.messages, _has_image(body.messages))]

@@ -39,6 +39,7 @@ from vllm_sim.protocols.common.conversation import (
     flat_function_tools,
     read_conversation,
     render,
+    thinking_kwargs,
 )
 from vllm_sim.protocols.common.encoding import named_event
 from vllm_sim.protocols.common.logprobs import ChatLogprobs, check_logprobs_count
@@ -301,7 +302,11 @@ class ResponsesEndpoint(Endpoint[ResponsesRequest]):
         messages = input_messages(body.input)
         conversation = [*prior, *messages]
         read = read_conversation(conversation)
-        choices = TemplateChoices(tools=flat_function_tools(body.tools, "parameters"))
+        effort = body.reasoning.get("effort") if body.reasoning is not None else None
+        choices = TemplateChoices(
+            tools=flat_function_tools(body.tools, "parameters"),
+            chat_template_kwargs=thinking_kwargs(None, effort),
+        )
         text = render(ctx.tokenizer, conversation, read, choices) if read.turns else ""
         # vLLM tokenizes a Responses prompt with the tokenizer's special tokens on top of
         # what the template wrote (a second beginning-of-sequence token, for some models).
@@ -412,7 +417,7 @@ class ResponseShape:
             "max_tool_calls": body.max_tool_calls,
             "previous_response_id": body.previous_response_id,
             "prompt": None,
-            "reasoning": body.reasoning,
+            "reasoning": _reasoning_echo(body.reasoning),
             "service_tier": body.service_tier or "auto",
             "status": status,
             "text": body.text,
@@ -427,6 +432,16 @@ class ResponseShape:
             "kv_transfer_params": None,
             "ec_transfer_params": None,
         }
+
+
+_REASONING_KEYS = ("context", "effort", "generate_summary", "mode", "summary")
+
+
+def _reasoning_echo(reasoning: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The request's `reasoning` as vLLM echoes it: every key of its reasoning object."""
+    if reasoning is None:
+        return None
+    return {key: reasoning.get(key) for key in _REASONING_KEYS}
 
 
 def _or(value: Any, default: Any) -> Any:
