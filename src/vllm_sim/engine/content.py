@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from vllm_sim.engine.sequence import Sequence
 
 ECHO = "echo"
+# The think markers of the reasoning models vLLM's deepseek_r1 and qwen3 parsers read; a
+# recorded answer's reasoning part ends at its `</think>`.
+THINK_START, THINK_END = "<think>", "</think>"
 
 # `json_object` without a schema: an object with one answer, as a JSON-mode model gives.
 _ANY_OBJECT = {
@@ -90,19 +93,35 @@ class ContentSource:
             self._split_reasoning(seq, request.reasoning, request.reasoning_budget)
 
     def _split_reasoning(self, seq: Sequence, ratio: float, budget: int | None) -> None:
-        """The answer's first tokens are its reasoning (its end-of-sequence token never). A
-        model whose vocabulary has the end-of-thinking marker generates it where the
-        reasoning stops: counted in the output, shown in neither part, as in vLLM."""
+        """The answer's first tokens are its reasoning (its end-of-sequence token never):
+        up to a recorded answer's own `</think>`, else `ratio` of them, and no more than
+        the budget. A model whose vocabulary has the end-of-thinking marker generates it
+        where the reasoning stops: counted in the output, shown in neither part, as in
+        vLLM."""
         text = len(seq.output_ids) - (1 if seq.eos else 0)
-        count = int(text * ratio)
-        # A budget ends the thinking early, as vLLM's forced end-of-thinking does.
-        count = count if budget is None else min(count, budget)
+        recorded = self._recorded_split(seq) if self.dataset is not None else -1
+        count = recorded if recorded >= 0 else int(text * ratio)
+        if budget is not None and count > budget:
+            count, recorded = budget, -1  # the budget ends the thinking first, as vLLM's
         seq.reasoning_tokens = count
+        pieces = seq.output_pieces
+        if recorded >= 0:  # the recording's own marker
+            seq.output_pieces = [*pieces[:count], "", *pieces[count + 1 :]]
+            return
         marker = self.think_end_id
         if marker is not None and 0 < count < text:
             # New lists: the generated ones may be shared (an echoed prompt's tokens).
             seq.output_ids = [*seq.output_ids[:count], marker, *seq.output_ids[count + 1 :]]
-            seq.output_pieces = [*seq.output_pieces[:count], "", *seq.output_pieces[count + 1 :]]
+            seq.output_pieces = [*pieces[:count], "", *pieces[count + 1 :]]
+
+    @staticmethod
+    def _recorded_split(seq: Sequence) -> int:
+        """Where a recorded answer's thinking ends: the position of its `</think>` (-1:
+        it has none)."""
+        try:
+            return seq.output_pieces.index(THINK_END)
+        except ValueError:
+            return -1
 
     def _rng_of(self, seq: Sequence) -> random.Random:
         """A seeded request draws from its own generator, so the same seed gives the same

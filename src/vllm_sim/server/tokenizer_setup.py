@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Final
 
 from vllm_sim.config import Config, ConfigError
+from vllm_sim.engine.content import THINK_END, THINK_START
 from vllm_sim.engine.tokenizer.base import Tokenizer
 from vllm_sim.engine.tokenizer.hf import TemplateOptions
 from vllm_sim.engine.tokenizer.select import (
@@ -78,7 +79,6 @@ def choose_tokenizer(cfg: Config, environ: Mapping[str, str]) -> TokenizerChoice
         raise ConfigError(str(error)) from None
 
 
-THINK_START, THINK_END = "<think>", "</think>"
 # vLLM's reasoning parsers that split an answer at `</think>`, and those of them that refuse
 # to start unless both markers are vocabulary entries (named as vLLM's error names them).
 _THINK_PARSERS = frozenset({"deepseek_r1", "qwen3"})
