@@ -108,7 +108,9 @@ class Config:
         "Answers open with a reasoning part, as vLLM with this parser reports it (chat "
         "`reasoning`, a Responses reasoning item, an Anthropic thinking block, usage's "
         "reasoning_tokens); qwen3 honours chat_template_kwargs enable_thinking", default="",
-        default_doc="none", to=(SERVING,))
+        default_doc="none", to=(SERVING,), rules=(r.one_of(("", *r.REASONING_PARSERS),
+        "invalid reasoning parser: {value} (chose from {{ "
+        + ",".join(r.REASONING_PARSERS) + " }})"),))
     reasoning_ratio: float = flag(FLOAT, 0.5, C,
         "With --reasoning-parser: the share of each answer's tokens that is reasoning",
         rules=(r.between(0, 1, "reasoning ratio must be between 0 and 1"),), to=(SERVING,))

@@ -28,6 +28,47 @@ FAILURE_TYPES = (
     "model_not_found",
 )
 MODES = ("random", "echo")
+# vLLM 0.32's reasoning parsers, in its registry's order (its launch error lists them so).
+REASONING_PARSERS = (
+    "deepseek_r1",
+    "deepseek_v3",
+    "deepseek_v4",
+    "deepseek_v41",
+    "poolside_v1",
+    "cohere_command3",
+    "cohere_command4",
+    "ernie45",
+    "gemma4",
+    "glm45",
+    "glm47",
+    "ling3",
+    "openai_gptoss",
+    "granite",
+    "granite_thinking_parser",
+    "hf",
+    "holo2",
+    "hunyuan_a13b",
+    "hy_v3",
+    "hy_v4",
+    "kimi_k2",
+    "kimi_k3",
+    "k2_horizon",
+    "mimo",
+    "minicpmv",
+    "minimax_m2",
+    "minimax_m2_append_think",
+    "minimax_m3",
+    "mistral",
+    "nemotron_v3",
+    "olmo3",
+    "plamo3",
+    "muse_glimmer",
+    "qwen3",
+    "seed_oss",
+    "step3",
+    "step3p5",
+    "inkling",
+)
 LATENCY_CALCULATORS = ("", "constant", "per-token")
 TIMING_MODELS = ("constant", "roofline", "table")
 BLOCK_SIZES = (8, 16, 32, 64, 128)

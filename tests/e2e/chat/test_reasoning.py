@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from tests.support.http import CHAT, SSE, chat_body, json_ok, post, stream_post
-from tests.support.server import SimServer
+from tests.support.server import SimServer, run_cli
 
 RATIO = 0.5
 
@@ -174,3 +174,12 @@ def test_a_thinking_token_budget_needs_a_parser(http: httpx.Client, sim: SimServ
     error = response.json()["error"]
     assert error["param"] == "thinking_token_budget"
     assert "reasoning_config is not configured" in error["message"]
+
+
+def test_an_unknown_parser_is_refused_with_vllms_list() -> None:
+    """vLLM's name is openai_gptoss: gpt_oss is refused at launch, with the names it knows."""
+    result = run_cli(["--model", "m", "--reasoning-parser", "gpt_oss"])
+    assert result.returncode == 2
+    line = result.stderr.strip()
+    assert line.startswith("vllm-sim: invalid configuration: invalid reasoning parser: gpt_oss")
+    assert "openai_gptoss" in line and "qwen3" in line and "\n" not in line
