@@ -90,7 +90,9 @@ class Sequence:
         self.eos = False  # the last output token is the end-of-sequence token (no text)
         self.cached_tokens = 0
         self.tool_calls: list[ToolCallOutput] | None = None
-        self.reasoning_tokens = 0  # the answer's first tokens that are reasoning
+        # The answer's first tokens that are reasoning: 0 without a reasoning parser, with
+        # thinking off, and for tool calls (which have no reasoning part).
+        self.reasoning_tokens = 0
         # Token indices that open a later tool call: they follow without a decode step.
         self.call_starts: frozenset[int] = frozenset()
         self.deadline = 0.0

@@ -381,13 +381,6 @@ def message_object(
     }
 
 
-def _reasoning_split(seq: Sequence) -> int:
-    """How many of the answer's first tokens are its thinking (0: no thinking block)."""
-    if seq.request.reasoning is None or seq.tool_calls is not None:
-        return 0
-    return seq.reasoning_tokens
-
-
 def _signature() -> str:
     """A thinking block's signature: vLLM signs nothing, it sends a fresh uuid4 in hex."""
     return uuid.uuid4().hex
@@ -395,7 +388,7 @@ def _signature() -> str:
 
 def _content(seq: Sequence) -> list[dict[str, Any]]:
     if seq.tool_calls is None:
-        split = _reasoning_split(seq)
+        split = seq.reasoning_tokens
         text = "".join(seq.output_pieces[split:])
         if not split:
             return [{"type": "text", "text": text}]
@@ -438,7 +431,7 @@ class MessageEvents:
         ping = named_event("ping", {"type": "ping"})
         if seq.tool_calls is not None:
             return start + ping
-        if _reasoning_split(seq):
+        if seq.reasoning_tokens:
             self._thinking = True
             return start + _block_start(0, {"type": "thinking", "thinking": ""}) + ping
         return start + _block_start(0, {"type": "text", "text": ""}) + ping
@@ -446,7 +439,7 @@ class MessageEvents:
     def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
         if seq.tool_calls is not None:
             return _tool_deltas(seq.tool_calls, seq.output_pieces, start, end)
-        pieces, split = seq.output_pieces, _reasoning_split(seq)
+        pieces, split = seq.output_pieces, seq.reasoning_tokens
         parts = []
         for i in range(start, end):
             if not pieces[i]:

@@ -475,13 +475,6 @@ def _usage(seq: Sequence) -> dict[str, Any]:
     }
 
 
-def _reasoning_split(seq: Sequence) -> int:
-    """How many of the answer's first tokens are reasoning (0: no reasoning part)."""
-    if seq.request.reasoning is None or seq.tool_calls:
-        return 0
-    return seq.reasoning_tokens
-
-
 def reasoning_item(shape: ResponseShape, text: str | None, status: str | None) -> dict[str, Any]:
     """vLLM's reasoning output item; `text` None while it is just opened."""
     content = None if text is None else [{"text": text, "type": "reasoning_text"}]
@@ -516,7 +509,7 @@ def output_item(seq: Sequence, shape: ResponseShape, done: bool) -> dict[str, An
             "arguments": call.arguments if done else "",
             "status": status,
         }
-    content = [_text_part(seq, shape, _reasoning_split(seq))] if done else []
+    content = [_text_part(seq, shape, seq.reasoning_tokens)] if done else []
     # A message cut by max_output_tokens is still a completed item in vLLM; the response
     # says it is incomplete.
     return {
@@ -532,7 +525,7 @@ def output_item(seq: Sequence, shape: ResponseShape, done: bool) -> dict[str, An
 def output_items(seq: Sequence, shape: ResponseShape) -> list[dict[str, Any]]:
     """A finished, not streamed turn's output: its reasoning item (with a reasoning parser,
     unless include_reasoning is false), then its message when any text follows, as vLLM."""
-    split = _reasoning_split(seq)
+    split = seq.reasoning_tokens
     if not split:
         return [output_item(seq, shape, done=True)]
     items = []
@@ -596,7 +589,7 @@ class ResponseEvents:
             self._event("response.created", {"response": in_progress}),
             self._event("response.in_progress", {"response": in_progress}),
         ]
-        if not _reasoning_split(seq):
+        if not seq.reasoning_tokens:
             parts.append(self._open_message(seq))
         return b"".join(parts)
 
@@ -624,7 +617,7 @@ class ResponseEvents:
         ) + self._event("response.content_part.added", {**self._reasoning_where(), "part": part})
 
     def _close_reasoning(self, seq: Sequence) -> bytes:
-        text = "".join(seq.output_pieces[: _reasoning_split(seq)])
+        text = "".join(seq.output_pieces[: seq.reasoning_tokens])
         where = self._reasoning_where()
         item = reasoning_item(self._shape, text, "completed")
         self._done.append(item)
@@ -643,7 +636,7 @@ class ResponseEvents:
     def tokens(self, seq: Sequence, start: int, end: int) -> bytes:
         if self._open is OpenItem.MESSAGE:
             return self._deltas(seq, start, end)
-        split, pieces = _reasoning_split(seq), seq.output_pieces
+        split, pieces = seq.reasoning_tokens, seq.output_pieces
         parts = []
         for i in range(start, end):
             if not pieces[i] or (i < split and self._shape.hide_reasoning):
