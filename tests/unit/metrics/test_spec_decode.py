@@ -12,7 +12,8 @@ from tests.support.content import FixedContent
 from tests.support.virtual_time import LoopClockScheduler
 from tests.unit.engine.test_core import request, run
 from vllm_sim.engine.core import Engine, EngineLimits
-from vllm_sim.engine.latency import LatencySettings
+from vllm_sim.engine.latency import LatencyModel, LatencySettings
+from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.engine.timing.speculative import Speculation, SpeculativeTokenClock
 from vllm_sim.metrics import catalogue as names
 from vllm_sim.metrics.catalogue import SchedulerView, VllmMetrics, fake_scheduler
@@ -84,8 +85,11 @@ def test_every_series_starts_at_zero_with_its_created_sample() -> None:
 def test_the_recorder_counts_each_draft() -> None:
     built = metrics(3)
     recorder = MetricsRecorder(built)
+    req = request()
+    latency = LatencyModel(LatencySettings(), random.Random(0))
+    seq = Sequence(1, req, RequestStream(req), 0, 0, 0.0, latency)
     for drafts, accepted in ((3, 3), (3, 0), (3, 1), (2, 2)):
-        recorder.drafts_verified(None, drafts, accepted)  # type: ignore[arg-type]
+        recorder.drafts_verified(seq, drafts, accepted)
     found = samples(built)
     assert found[(names.SPEC_DRAFTS + "_total", labels())] == 4
     assert found[(names.SPEC_DRAFT_TOKENS + "_total", labels())] == 11

@@ -15,7 +15,8 @@ step at a time for the whole batch, as vLLM V1's engine core does:
 
 A request arriving mid-step waits for the next step, so time to first token grows with
 the batch in flight, a long prefill slows every running stream for as many steps as it
-takes, and past saturation the queue grows: what a real GPU shows.
+takes, and past saturation the queue grows: what a real GPU shows. With speculative
+decoding a decode also verifies draft tokens (speculative.py's SpeculativeStepLoop).
 """
 
 from __future__ import annotations
