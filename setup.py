@@ -38,6 +38,7 @@ NATIVE = [
     "src/vllm_sim/engine/turn.py",
     "src/vllm_sim/engine/view.py",
     "src/vllm_sim/engine/timing/release.py",
+    "src/vllm_sim/engine/timing/speculative.py",
     "src/vllm_sim/engine/timing/steps.py",
     "src/vllm_sim/engine/timing/strategy.py",
     "src/vllm_sim/engine/timing/token_clock.py",

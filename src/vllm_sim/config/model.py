@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_sim.perf import GPUS
+from vllm_sim.perf import GPUS, SpeculativeDecoding
 
 from . import rules as r
 from .durations import Duration
@@ -51,6 +51,7 @@ from .setting import (
     setting,
     vllm_flag,
 )
+from .speculative import parse_speculative_config
 from .values import LoraModule, TimingModel, UvicornLogLevel
 from .views import CORS, LATENCY, LIMITS, SERVING, SYNTHESIS
 from .vllm_cli import AUTO
@@ -434,6 +435,18 @@ class Config:
         "Tokens one engine step may schedule (vLLM's flag, also `8k`/`8K`); stored",
         default=VLLM_MAX_NUM_BATCHED_TOKENS,
         rules=(r.at_least(1, "max-num-batched-tokens cannot be less than 1"),))
+    speculative_config: dict[str, Any] | None = vllm_flag(E,
+        "Speculative decoding, vLLM's JSON object: `method` (vLLM 0.32's: ngram, eagle, "
+        "eagle3, mtp and its `*_mtp` names, medusa, mlp_speculator, draft_model, suffix, "
+        "dflash, dspark, ...; inferred from `model` when absent, as vLLM does) and "
+        "`num_speculative_tokens` k; other keys are accepted and ignored. Each decode step "
+        "verifies k drafts and makes the accepted ones plus one token (see "
+        "--spec-acceptance-rate); the spec_decode metrics count them",
+        default_doc="none", rules=(r.SPECULATIVE_CONFIG,))
+    spec_acceptance_rate: float = flag(FLOAT, 0.7, E,
+        "With --speculative-config: the chance each draft token is accepted, given the ones "
+        "before it were", admin=Admin.YES,
+        rules=(r.between(0, 1, "spec acceptance rate must be between 0 and 1"),))
     enable_prefix_caching: bool = flag(BOOL, True, K,
         "Prefix caching (on by default, as in vLLM): prompts share and find their "
         "cached blocks", to=(SERVING("prefix_caching"),))
@@ -491,6 +504,12 @@ class Config:
         "VllmEnableResponsesApiStore",
         EnvVar("VLLM_ENABLE_RESPONSES_API_STORE", EnvRule.ONLY, _nonzero_integer))
     # fmt: on
+
+    @property
+    def speculative(self) -> SpeculativeDecoding | None:
+        """--speculative-config as the engine runs it; None without speculation."""
+        data = self.speculative_config
+        return None if data is None else parse_speculative_config(data)
 
     @property
     def display_model_name(self) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .fake_metrics_rules import fake_metrics_error
 from .gpu import resolve_gpu
+from .speculative import speculative_config_error
 
 if TYPE_CHECKING:  # the table in model attaches these rules, so model imports this module
     from .model import Config
@@ -433,4 +434,11 @@ OPTIONAL_BLOCKS = Rule(
         if v is None or 1 <= v <= 100_000_000
         else "num-gpu-blocks-override must be between 1 and 100000000"
     ),
+)
+
+SPECULATIVE_CONFIG = Rule(
+    "none, or a JSON object: a known method (or a model to infer it from) and "
+    "num_speculative_tokens from 1 to 128",
+    "invalid speculative-config: <reason>",
+    lambda v, _: speculative_config_error(v),
 )

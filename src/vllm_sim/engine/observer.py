@@ -35,6 +35,10 @@ class EngineObserver:
         Zero-delay decoding releases a whole tail at once: one call stands for every gap.
         """
 
+    def drafts_verified(self, seq: Sequence, drafts: int, accepted: int) -> None:
+        """Speculative decoding: a step of `seq` verified `drafts` draft tokens and accepted
+        the first `accepted` of them (each only if the ones before it were)."""
+
     def sequence_finished(self, seq: Sequence) -> None:
         """The sequence released its last token (t_finished, finish_reason set)."""
 

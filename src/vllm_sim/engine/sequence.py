@@ -50,6 +50,8 @@ class Sequence:
         "reasoning_tokens",
         "request",
         "sent",
+        "spec_accepted_tokens",
+        "spec_draft_tokens",
         "state",
         "stop_reason",
         "stream",
@@ -114,6 +116,9 @@ class Sequence:
         # Tokens (prompt, then output) whose KV is computed: what the step loop's
         # prefill chunks advance; the token clock does not use it.
         self.computed = 0
+        # Speculative decoding: draft tokens its steps verified, and how many were accepted.
+        self.spec_draft_tokens = 0
+        self.spec_accepted_tokens = 0
 
     @property
     def prompt_tokens(self) -> int:

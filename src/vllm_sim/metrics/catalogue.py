@@ -58,6 +58,11 @@ PROMPT_TOKENS_CACHED_BY_SOURCE = "vllm:prompt_tokens_cached_by_source"
 GENERATION_TOKENS = "vllm:generation_tokens"
 REQUEST_SUCCESS = "vllm:request_success"
 ADMISSION_REJECTIONS = "vllm:admission_rejections"
+# Speculative decoding's counters, registered only when it is on.
+SPEC_DRAFTS = "vllm:spec_decode_num_drafts"
+SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
+SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
+SPEC_ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 RUNNING_HELP = "Number of requests in model execution batches."
 WAITING_HELP = "Number of requests waiting to be processed."
@@ -140,6 +145,31 @@ def _per_gpu_estimate(name: str, what: str) -> Counter:
     return Counter(name, help_text, MODEL)
 
 
+class SpecDecodeFamilies:
+    """vLLM's speculative-decoding counters: one draft per sequence and step that verified
+    drafts, its draft tokens, the accepted ones, and the accepted ones by draft position
+    (`position` 0 to k - 1)."""
+
+    def __init__(self, positions: int) -> None:
+        self.positions = positions
+        self.drafts = Counter(SPEC_DRAFTS, "Number of spec decoding drafts.", MODEL)
+        self.draft_tokens = Counter(SPEC_DRAFT_TOKENS, "Number of draft tokens.", MODEL)
+        self.accepted = Counter(SPEC_ACCEPTED, "Number of accepted tokens.", MODEL)
+        self.accepted_per_pos = Counter(
+            SPEC_ACCEPTED_PER_POS, "Accepted tokens per draft position.", (*MODEL, "position")
+        )
+
+    def families(self) -> list[Counter]:
+        return [self.drafts, self.draft_tokens, self.accepted, self.accepted_per_pos]
+
+    def precreate(self, labels: tuple[str, str]) -> None:
+        """Every series at 0, each position's too, as vLLM creates them at start-up."""
+        for family in (self.drafts, self.draft_tokens, self.accepted):
+            family.ensure(*labels)
+        for position in range(self.positions):
+            self.accepted_per_pos.ensure(*labels, str(position))
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerView:
     """The scheduler's state families: read from the engine, or set by fake metrics.
@@ -156,13 +186,23 @@ class SchedulerView:
 class VllmMetrics:
     """Every family of one engine, registered in vLLM's order, series created as vLLM does."""
 
-    def __init__(self, model_name: str, max_model_len: int, engine: str = "0") -> None:
+    def __init__(
+        self,
+        model_name: str,
+        max_model_len: int,
+        engine: str = "0",
+        num_speculative_tokens: int = 0,
+    ) -> None:
         self.model_name = model_name
         self.engine = engine
         self.labels = (model_name, engine)  # every per-engine series' label values
         self.max_model_len = max_model_len
         self.families = Families()
         self.token_buckets = one_two_five_buckets(max_model_len)
+        # As vLLM, only an engine that decodes speculatively has these families.
+        self.spec_decode = (
+            SpecDecodeFamilies(num_speculative_tokens) if num_speculative_tokens > 0 else None
+        )
         self._info_gauges()
         self._counters()
         self._token_histograms()
@@ -304,10 +344,12 @@ class VllmMetrics:
         )
 
     def register(self, scheduler: SchedulerView, request_families: bool = True) -> None:
-        """Registers every family in vLLM's order: the per-GPU estimates, the scheduler's
-        state (live or fake), the counters and histograms, then the info gauges."""
+        """Registers every family in vLLM's order: speculative decoding's counters (when it
+        is on), the per-GPU estimates, the scheduler's state (live or fake), the counters
+        and histograms, then the info gauges."""
         families: list[Family] = []
         if request_families:
+            families += self.spec_decode.families() if self.spec_decode is not None else []
             families += self.estimate_families()
         families += [scheduler.running, scheduler.waiting]
         families += [f for f in (scheduler.waiting_by_reason, scheduler.sleep_state) if f]
@@ -361,6 +403,8 @@ class VllmMetrics:
         """vLLM's start-up state: every series at 0, so rate() has data at once (a series
         already there, such as one a recorder derives, is left as it is)."""
         labels = self.labels
+        if self.spec_decode is not None:
+            self.spec_decode.precreate(labels)
         labelled: dict[Counter, Iterable[str]] = {
             self.request_success: PRECREATED_FINISH_REASONS,
             self.prompt_tokens_by_source: PROMPT_SOURCES,

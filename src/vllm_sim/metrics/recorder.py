@@ -20,8 +20,14 @@ from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.request import GenerationRequest
 from vllm_sim.engine.sequence import RequestStream, Sequence
-from vllm_sim.metrics.catalogue import VllmMetrics
-from vllm_sim.metrics.families import DerivedHistogram, HistogramSeries, Snapshot
+from vllm_sim.metrics.catalogue import SpecDecodeFamilies, VllmMetrics
+from vllm_sim.metrics.families import (
+    DerivedHistogram,
+    HistogramSeries,
+    LabelValues,
+    Snapshot,
+    ValueSeries,
+)
 
 ABORT = "abort"
 # vLLM's engine ends a tool-calling turn as `stop`; the API layer alone says `tool_calls`.
@@ -35,6 +41,28 @@ ParentKey = tuple[RequestStream, int]  # a request's choices of one prompt: vLLM
 def _observe(series: HistogramSeries, value: float) -> None:
     series.counts[bisect_left(series.bounds, value)] += 1
     series.sum += value
+
+
+class _SpecDecodeSeries:
+    """One engine's speculative-decoding counters, looked up once."""
+
+    def __init__(self, families: SpecDecodeFamilies, labels: LabelValues) -> None:
+        self.drafts = families.drafts.labels(*labels)
+        self.draft_tokens = families.draft_tokens.labels(*labels)
+        self.accepted = families.accepted.labels(*labels)
+        self.per_position: list[ValueSeries] = [
+            families.accepted_per_pos.labels(*labels, str(position))
+            for position in range(families.positions)
+        ]
+
+    def record(self, drafts: int, accepted: int) -> None:
+        """One draft of `drafts` tokens, its first `accepted` accepted."""
+        self.drafts.value += 1
+        self.draft_tokens.value += drafts
+        self.accepted.value += accepted
+        per_position = self.per_position
+        for position in range(accepted):
+            per_position[position].value += 1
 
 
 class MetricsRecorder(EngineObserver):
@@ -69,6 +97,8 @@ class MetricsRecorder(EngineObserver):
             reason: metrics.request_success.labels(*labels, reason)
             for reason in (Finish.STOP, Finish.LENGTH, ABORT)
         }
+        spec = metrics.spec_decode
+        self._spec = None if spec is None else _SpecDecodeSeries(spec, labels)
         self._cache_series(metrics)
         self._derive(metrics)
 
@@ -192,6 +222,11 @@ class MetricsRecorder(EngineObserver):
         itl = self._itl
         itl.counts[bisect_left(itl.bounds, delay)] += count
         itl.sum += delay * count
+
+    def drafts_verified(self, seq: Sequence, drafts: int, accepted: int) -> None:
+        spec = self._spec
+        if spec is not None:  # an engine decodes speculatively only with its families
+            spec.record(drafts, accepted)
 
     def engine_step(self, tokens: int) -> None:
         hist = self._iteration

@@ -15,20 +15,38 @@ from vllm_sim.perf.roofline import (
     dtype_bytes,
 )
 from vllm_sim.perf.shape import PRESETS, ModelShape, preset_for
+from vllm_sim.perf.speculative import (
+    Drafter,
+    DraftingStepModel,
+    SpecMethod,
+    SpeculativeDecoding,
+    draft_model_share,
+    drafting_model,
+    expected_tokens_per_step,
+    head_share,
+)
 from vllm_sim.perf.table import TableModel
 
 __all__ = [
     "GPUS",
     "PRESETS",
     "ComputeDtype",
+    "Drafter",
+    "DraftingStepModel",
     "GpuSpec",
     "ModelShape",
     "RooflineModel",
+    "SpecMethod",
+    "SpeculativeDecoding",
     "StepLoad",
     "StepTimeModel",
     "TableModel",
+    "draft_model_share",
+    "drafting_model",
     "dtype_bytes",
+    "expected_tokens_per_step",
     "gpu_spec",
+    "head_share",
     "load_gpu_overrides",
     "preset_for",
 ]

@@ -73,6 +73,10 @@ class StepLoad:
     decode_context: int = 0  # sum of each decoding sequence's context
     sampled: int = 0  # sequences producing a token at the end of this step
     requests: int = 0  # sequences scheduled
+    # Speculative decoding: draft tokens the decoding sequences verify besides their
+    # one decode token, and the sum of the contexts they attend to.
+    draft_tokens: int = 0
+    draft_context: int = 0
 
     def add_prefill(self, already: int, chunk: int, completes: bool) -> None:
         """A prefill chunk of `chunk` tokens after `already` tokens in the KV cache
@@ -103,9 +107,16 @@ class StepLoad:
         self.sampled += count
         self.requests += count
 
+    def add_drafts(self, count: int, total_context: int) -> None:
+        """`count` draft tokens verified in this step, attending to `total_context` keys
+        in all: more query positions of the decoding sequences, each sampled (vLLM
+        computes logits at every position it verifies)."""
+        self.draft_tokens += count
+        self.draft_context += total_context
+
     @property
     def tokens(self) -> int:
-        return self.prefill_tokens + self.decode_seqs
+        return self.prefill_tokens + self.decode_seqs + self.draft_tokens
 
     @property
     def is_empty(self) -> bool:
@@ -212,6 +223,13 @@ class RooflineModel:
         memory = (
             self._weight_s + (load.decode_context + load.prefill_kv_tokens) * self._kv_s_per_token
         )
+        if load.draft_tokens:
+            # Verified drafts are more query positions of sequences whose KV the step
+            # reads anyway: compute, and no memory traffic of their own.
+            compute += (
+                load.draft_tokens * (self._s_per_token + self._s_per_sample)
+                + load.draft_context * self._s_per_attention_pair
+            )
         busy = compute if compute > memory else memory
         return busy + self._fixed_s + load.requests * self._per_request_s
 

@@ -117,11 +117,13 @@ class TableModel:
         if load.prefill_tokens:
             ms += max(self.prefill(load.prefill_tokens), 0.0)
         if load.decode_seqs:
-            mean_context = load.decode_context / load.decode_seqs
-            first = (
-                load.decode_seqs if self.decode_axis is DecodeAxis.BATCH else load.decode_context
-            )
-            ms += max(self.decode(first, mean_context), 0.0)
+            # A verified draft token is read off the grid as one more decode at its own
+            # context: the tables measure one-token decodes only, so this over-predicts a
+            # little (a real verification reads each sequence's KV once).
+            seqs = load.decode_seqs + load.draft_tokens
+            context = load.decode_context + load.draft_context
+            first = seqs if self.decode_axis is DecodeAxis.BATCH else context
+            ms += max(self.decode(first, context / seqs), 0.0)
         return max(ms, MIN_STEP_MS) / 1000.0
 
     @classmethod

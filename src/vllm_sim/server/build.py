@@ -17,7 +17,13 @@ from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.events import KvEvent, KvEventPublisher, offset_endpoint, topic_for
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.observer import EngineObserver
+from vllm_sim.engine.timing.speculative import (
+    Speculation,
+    SpeculativeStepLoop,
+    SpeculativeTokenClock,
+)
 from vllm_sim.engine.timing.steps import StepLoop
+from vllm_sim.engine.timing.strategy import TimingStrategy
 from vllm_sim.engine.tokenizer import SimulatedTokenizer, Tokenizer
 from vllm_sim.engine.view import EngineView
 from vllm_sim.frontend.access import Drain
@@ -91,7 +97,13 @@ def build_instance(
     content = content_source(cfg, tokenizer, rng)
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
     kv = _kv_cache(cfg, port, rank, background)
-    metrics = VllmMetrics(cfg.display_model_name, cfg.max_model_len, engine=str(rank))
+    spec = speculation(cfg, rank)
+    metrics = VllmMetrics(
+        cfg.display_model_name,
+        cfg.max_model_len,
+        engine=str(rank),
+        num_speculative_tokens=0 if spec is None else spec.num_speculative_tokens,
+    )
     metrics.cache_config.labels(*cache_config_labels(cache_shape(cfg, rank))).set(1)
     record = cfg.fake_metrics is None and not cfg.disable_log_stats
     observer: MetricsRecorder | None = None
@@ -100,7 +112,7 @@ def build_instance(
         metrics.precreate_series()
         observer = MetricsRecorder(metrics, cfg.max_loras)
     clock = ScaledScheduler(cfg.time_scale) if cfg.time_scale != 1.0 else None
-    engine = build_engine(cfg, content, rng, clock, observer, kv, step_model)
+    engine = build_engine(cfg, content, rng, clock, observer, kv, step_model, spec)
     ctx = api_context(cfg, port, rng, engine, tokenizer)
     readiness = Readiness(cfg.startup_duration.seconds)
     on_fake: Callable[[FakeMetrics], None] | None = None
@@ -110,7 +122,7 @@ def build_instance(
         driver = _fake_metrics(metrics, engine, cfg)
         background.append(driver.run)
         on_fake = driver.update
-    control = LiveConfig(cfg, engine, ctx.failures, ctx.images, on_fake)
+    control = LiveConfig(cfg, engine, ctx.failures, ctx.images, on_fake, spec)
     access = Access(cfg.api_key, cfg.admin_api_key, cfg.disable_admin)
     http_metrics = HttpMetrics()
     routes = build_routes(
@@ -138,6 +150,17 @@ def build_instance(
 def rank_rng(cfg: Config, rank: int) -> random.Random:
     """Each rank draws its own stream; rank 0 keeps the seed as given."""
     return random.Random(cfg.seed if rank == 0 else cfg.seed * 1009 + rank)
+
+
+def speculation(cfg: Config, rank: int) -> Speculation | None:
+    """The speculative decoding of `cfg` on rank `rank`, None without. Its acceptance draws
+    come from a stream of their own, seeded from --seed, so that turning speculation on
+    changes no answer's content or length, only its timing."""
+    spec = cfg.speculative
+    if spec is None:
+        return None
+    rng = random.Random(f"speculation-{cfg.seed}-{rank}")
+    return Speculation(spec.num_speculative_tokens, cfg.spec_acceptance_rate, rng)
 
 
 def content_source(cfg: Config, tokenizer: Tokenizer, rng: random.Random) -> ContentSource:
@@ -207,15 +230,30 @@ def build_engine(
     observer: EngineObserver | None,
     kv: KvCacheManager,
     step_model: StepTimeModel | None,
+    spec: Speculation | None = None,
 ) -> Engine:
     """The engine of `cfg` on `clock` (the event loop's when None), timed by vLLM's step
-    loop given a `step_model`, with the start-up LoRA adapters registered."""
+    loop given a `step_model`, decoding speculatively given `spec`, with the start-up LoRA
+    adapters registered."""
     limits, latency = views.limits(cfg), views.latency(cfg)
-    timing = None if step_model is None else StepLoop(step_model, cfg.max_num_batched_tokens)
+    timing = _timing(cfg, step_model, spec)
     engine = Engine(limits, latency, content, rng, clock, observer, kv, timing)
     for module in cfg.lora_modules:
         engine.load_lora(module.name, module.path)
     return engine
+
+
+def _timing(
+    cfg: Config, step_model: StepTimeModel | None, spec: Speculation | None
+) -> TimingStrategy | None:
+    """The step loop given a step model, else the token clock (None: the engine's default),
+    each in its speculative form given `spec`."""
+    budget = cfg.max_num_batched_tokens
+    if step_model is None:
+        return None if spec is None else SpeculativeTokenClock(spec)
+    if spec is None:
+        return StepLoop(step_model, budget)
+    return SpeculativeStepLoop(step_model, budget, spec)
 
 
 def cache_shape(cfg: Config, rank: int) -> CacheShape:

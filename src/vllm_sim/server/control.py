@@ -13,6 +13,7 @@ from typing import Any
 
 from vllm_sim.config import Config, ConfigError, FakeMetrics, apply_admin_update, config_to_dict
 from vllm_sim.engine.core import Engine
+from vllm_sim.engine.timing.speculative import Speculation
 from vllm_sim.frontend.failures import FailureInjector
 from vllm_sim.frontend.omni import ImageEmission
 from vllm_sim.protocols.ops.admin import UpdateRejected
@@ -29,12 +30,14 @@ class LiveConfig:
         failures: FailureInjector,
         images: ImageEmission,
         on_fake_metrics: Callable[[FakeMetrics], None] | None = None,
+        speculation: Speculation | None = None,
     ) -> None:
         self.config = cfg
         self._engine = engine
         self._failures = failures
         self._images = images
         self._on_fake_metrics = on_fake_metrics
+        self._speculation = speculation
         self._apply_runtime(cfg)
 
     def _apply_runtime(self, cfg: Config) -> None:
@@ -42,6 +45,8 @@ class LiveConfig:
         it is made; fake metrics start from the config)."""
         self._failures.configure(cfg.failure_injection_rate, cfg.failure_types)
         self._images.rate = cfg.image_emission_rate
+        if self._speculation is not None:  # the steps from now on draw with the new rate
+            self._speculation.acceptance_rate = cfg.spec_acceptance_rate
 
     def apply(self, new: Config) -> None:
         """Makes `new` (already validated) the configuration in force."""

@@ -4,8 +4,11 @@ Under `--timing-model roofline` the model's shape comes from its config.json (a 
 folder or the Hugging Face cache, where start-up has put it), else from a bundled preset
 for well-known models; the GPU from --gpu and --gpu-spec-file. The number of KV blocks is
 computed as vLLM computes it from the GPU memory share, unless --num-gpu-blocks-override
-sets it. Under `--timing-model table` the step times come from --timing-table. Anything
-missing or wrong is a ConfigError with a one-line reason: the server does not start.
+sets it. Under `--timing-model table` the step times come from --timing-table. With
+--speculative-config a step also pays for its drafter (perf/speculative.py): under the
+roofline model a draft head's share comes from the model's shape and a draft model's from
+its own, when its config.json or a bundled shape is at hand. Anything missing or wrong is
+a ConfigError with a one-line reason: the server does not start.
 """
 
 from __future__ import annotations
@@ -19,11 +22,16 @@ from vllm_sim.config.gpu import resolve_gpu
 from vllm_sim.model_files import find_model_folder, read_json
 from vllm_sim.perf import (
     PRESETS,
+    Drafter,
     ModelShape,
     RooflineModel,
+    SpeculativeDecoding,
     StepTimeModel,
     TableModel,
+    draft_model_share,
+    drafting_model,
     dtype_bytes,
+    head_share,
     preset_for,
 )
 
@@ -65,7 +73,12 @@ def _table_timing(cfg: Config) -> StepTiming:
     except ValueError as error:
         raise ConfigError(f"timing-table: {error}") from None
     blocks = cfg.num_gpu_blocks_override or cfg.kv_cache_size
-    return StepTiming(table, blocks, f"step times from {path}, {blocks} KV blocks")
+    description = f"step times from {path}, {blocks} KV blocks"
+    spec = cfg.speculative
+    if spec is None:
+        return StepTiming(table, blocks, description)
+    description += _speculation_text(spec, None)
+    return StepTiming(drafting_model(table, spec), blocks, description)
 
 
 def _roofline_timing(cfg: Config, environ: Mapping[str, str]) -> StepTiming:
@@ -104,7 +117,47 @@ def _roofline_timing(cfg: Config, environ: Mapping[str, str]) -> StepTiming:
         f"on {cfg.tensor_parallel_size} x {gpu.name}: {blocks} KV blocks of {cfg.block_size} "
         f"tokens, max {cfg.max_num_seqs} sequences, {cfg.max_num_batched_tokens} tokens a step"
     )
-    return StepTiming(roofline, blocks, description)
+    spec = cfg.speculative
+    if spec is None:
+        return StepTiming(roofline, blocks, description)
+    share = _drafter_share(cfg, spec, shape, environ)
+    model = drafting_model(roofline, spec, share)
+    return StepTiming(model, blocks, description + _speculation_text(spec, share))
+
+
+def _drafter_share(
+    cfg: Config, spec: SpeculativeDecoding, shape: ModelShape, environ: Mapping[str, str]
+) -> float | None:
+    """A draft pass against a decode step of the target: a head's from the target's shape,
+    a draft model's from both shapes; None (the default share) if the draft's is unknown."""
+    if spec.drafter is Drafter.HEAD:
+        return head_share(shape)
+    if spec.drafter is Drafter.LOOKUP or spec.draft_model is None:
+        return None
+    draft = _known_shape(spec.draft_model, cfg, environ)
+    return None if draft is None else draft_model_share(draft, shape)
+
+
+def _known_shape(name: str, cfg: Config, environ: Mapping[str, str]) -> ModelShape | None:
+    """The shape of model `name` from its config.json or a bundled one; None if neither."""
+    folder = find_model_folder(name, "", environ, cfg.download_dir)
+    if folder is not None:
+        try:
+            config = read_json(folder / "config.json")
+            if isinstance(config, dict):
+                return ModelShape.from_config(config, name)
+        except ValueError:
+            pass  # an unreadable draft config: the default share
+    return preset_for(name)
+
+
+def _speculation_text(spec: SpeculativeDecoding, share: float | None) -> str:
+    """The start-up log's words for the drafter."""
+    text = f"; speculative decoding: {spec.method.value}, {spec.num_speculative_tokens} drafts"
+    if spec.drafter is Drafter.LOOKUP:
+        return text + " a step, drafted for free"
+    cost = "the default share" if share is None else f"{share:.1%}"
+    return text + f" a step, each drafted at {cost} of a decode step"
 
 
 def model_shape(cfg: Config, environ: Mapping[str, str]) -> tuple[ModelShape, str]:

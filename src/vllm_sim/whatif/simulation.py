@@ -35,6 +35,7 @@ from vllm_sim.server.build import (
     content_source,
     kv_cache_manager,
     rank_rng,
+    speculation,
 )
 from vllm_sim.server.step_timing import timed_config
 from vllm_sim.whatif.clock import VirtualClock
@@ -114,7 +115,9 @@ class Replay:
         rng = rank_rng(self.cfg, rank)
         content = content_source(self.cfg, self.tokenizer, rng)
         kv = kv_cache_manager(self.cfg, None)
-        return build_engine(self.cfg, content, rng, self.clock, _Collector(self), kv, step_model)
+        spec = speculation(self.cfg, rank)
+        observer = _Collector(self)
+        return build_engine(self.cfg, content, rng, self.clock, observer, kv, step_model, spec)
 
     # ------------------------------------------------------------------ the run
     def run(self) -> RunResult:
@@ -150,6 +153,8 @@ class Replay:
             "num_gpu_blocks": cfg.kv_cache_size,
             "block_size": cfg.block_size,
             "prefix_caching": cfg.enable_prefix_caching,
+            "speculative_config": cfg.speculative_config,
+            "spec_acceptance_rate": cfg.spec_acceptance_rate if cfg.speculative_config else None,
             "sample_interval": self.sample_interval,
         }
 

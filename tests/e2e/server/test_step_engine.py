@@ -142,3 +142,58 @@ def test_the_constant_model_keeps_the_configured_latencies(llama_folder: Path) -
     # Deadlines are absolute: a late token makes the next gap shorter, never the pace.
     assert 0.15 * 0.95 <= ttft.sum <= 0.15 * 1.5 + 0.05
     assert 0.04 * 0.95 <= itl.sum / itl.count <= 0.04 * 1.5 + 0.005
+
+
+NGRAM = '{"method":"ngram","num_speculative_tokens":3}'
+
+
+@pytest.fixture(scope="module")
+def speculative(llama_folder: Path) -> Iterator[SimServer]:
+    args = [
+        "--timing-model", "roofline", "--gpu", "H100", "--max-model-len", CONTEXT,
+        "--speculative-config", NGRAM,
+    ]  # fmt: skip
+    with SimServer(args, model=str(llama_folder)) as server:
+        yield server
+
+
+def test_speculative_decoding_makes_several_tokens_a_step(speculative: SimServer) -> None:
+    """ngram drafts at acceptance 0.7: about 2.53 tokens a step, one ITL observation each;
+    the start-up log names the drafter."""
+    with httpx.Client(base_url=speculative.url) as client:
+        before = scrape(client)
+        answer = completion(speculative, prompt_words=100, tokens=300)
+        after = scrape(client)
+    assert answer["usage"]["completion_tokens"] == 300  # type: ignore[index]
+    drafts = after.value("vllm:spec_decode_num_drafts_total") - before.value(
+        "vllm:spec_decode_num_drafts_total"
+    )
+    assert 299 / drafts == pytest.approx(2.53, abs=0.4)
+    itl = after.hist("vllm:inter_token_latency_seconds").count
+    assert itl - before.hist("vllm:inter_token_latency_seconds").count == drafts
+    assert "speculative decoding: ngram, 3 drafts a step, drafted for free" in (
+        speculative.stderr()
+    )
+
+
+@pytest.mark.timing
+def test_speculative_steps_cost_what_the_model_says(speculative: SimServer) -> None:
+    """Alone, a step verifying 3 drafts is memory-bound like a plain decode step, and makes
+    2.5 tokens: the time per output token falls by as much."""
+    with httpx.Client(base_url=speculative.url) as client:
+        before = scrape(client)
+        completion(speculative, prompt_words=100, tokens=200)
+        after = scrape(client)
+    itl_before, itl_after = (m.hist("vllm:inter_token_latency_seconds") for m in (before, after))
+    per_step = (itl_after.sum - itl_before.sum) / (itl_after.count - itl_before.count)
+    model = RooflineModel(ModelShape.from_config(LLAMA_8B), gpu_spec("H100"))
+    load = StepLoad()
+    load.add_decode(230)
+    load.add_drafts(3, 3 * 231 + 3)
+    predicted = model.step_seconds(load)
+    assert predicted * 0.95 <= per_step <= predicted * 1.5 + 0.003, (per_step, predicted)
+    tpot_before, tpot_after = (
+        m.hist("vllm:request_time_per_output_token_seconds") for m in (before, after)
+    )
+    per_token = tpot_after.sum - tpot_before.sum
+    assert per_token < per_step / 1.8

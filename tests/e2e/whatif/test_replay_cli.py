@@ -185,6 +185,33 @@ def test_a_bad_server_flag_value_exits_2_with_one_line(dirs: tuple[Path, Path]) 
     assert tree(work) == set()
 
 
+def test_a_replay_takes_the_speculative_config(dirs: tuple[Path, Path]) -> None:
+    """`--speculative-config` is a server flag like any: the replay decodes speculatively
+    and its result names it; a bad one stops it with one line and status 2."""
+    work, inputs = dirs
+    trace = mooncake_trace(inputs / "trace.jsonl")
+    spec = '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'
+    args: tuple[str | Path, ...] = (
+        "replay",
+        trace,
+        "--quiet",
+        "--no-plots",
+        *SMALL_SERVER,
+        "--speculative-config",
+    )
+    run = vllm_sim(work, *args, spec, "--out", "out")
+    assert run.returncode == 0, run.stderr
+    result = json.loads((work / "out" / "result.json").read_text())
+    assert result["settings"]["speculative_config"] == json.loads(spec)
+    assert result["summary"]["completed"] == 6
+    bad = vllm_sim(work, *args, '{"method":"ngram"}', "--out", "bad")
+    assert bad.returncode == 2
+    assert bad.stderr.splitlines() == [
+        "vllm-sim replay: invalid speculative-config: num_speculative_tokens is required with "
+        "method ngram"
+    ]
+
+
 def test_a_missing_trace_exits_2_with_one_line(dirs: tuple[Path, Path]) -> None:
     """A trace path that does not exist: status 2, one line naming it."""
     work, inputs = dirs

@@ -29,8 +29,9 @@ def test_keys_are_unique_and_named_like_attrs() -> None:
             assert setting.json_key == setting.key
 
 
-def test_the_nineteen_admin_keys() -> None:
+def test_the_admin_keys_are_the_references_nineteen_and_the_acceptance_rate() -> None:
     assert set(ADMIN_KEYS) == {
+        "spec-acceptance-rate",
         "failure-injection-rate", "failure-types", "image-emission-rate", "fake-metrics",
         "time-to-first-token", "time-to-first-token-std-dev", "inter-token-latency",
         "inter-token-latency-std-dev", "kv-cache-transfer-latency",

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.config import load
+from tests.unit.perf.test_table import CSV_ROWS
 from vllm_sim.config import ConfigError
-from vllm_sim.perf import RooflineModel, TableModel
+from vllm_sim.perf import PRESETS, DraftingStepModel, RooflineModel, TableModel, head_share
+from vllm_sim.perf.speculative import DEFAULT_DRAFT_MODEL_SHARE, DEFAULT_HEAD_SHARE
 from vllm_sim.server.step_timing import step_timing
 
 # Llama-3.1-8B's shape, as its config.json gives it.
@@ -126,3 +128,53 @@ def test_a_malformed_table_is_refused(tmp_path: Path) -> None:
     cfg = load("--model", "m", "--timing-model", "table", "--timing-table", str(table))
     with pytest.raises(ConfigError, match=r"^timing-table: "):
         step_timing(cfg, {})
+
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+ROOFLINE = ["--model", LLAMA, "--timing-model", "roofline", "--max-model-len", "8192"]
+
+
+def speculating(method: str, **extra: object) -> list[str]:
+    return ["--speculative-config", json.dumps({"method": method, **extra})]
+
+
+def test_a_lookup_drafter_leaves_the_step_model_as_it_is() -> None:
+    timing = step_timing(load(*ROOFLINE, *speculating("ngram", num_speculative_tokens=3)), {})
+    assert timing is not None and isinstance(timing.model, RooflineModel)
+    assert timing.description.endswith(
+        "; speculative decoding: ngram, 3 drafts a step, drafted for free"
+    )
+
+
+def test_a_draft_head_costs_its_share_of_the_target() -> None:
+    args = speculating(
+        "eagle", model="yuhuili/EAGLE-LLaMA3.1-Instruct-8B", num_speculative_tokens=4
+    )
+    timing = step_timing(load(*ROOFLINE, *args), {})
+    assert timing is not None and isinstance(timing.model, DraftingStepModel)
+    assert timing.model.passes == 4
+    assert timing.model.share == pytest.approx(head_share(PRESETS[LLAMA]))
+    assert "each drafted at 9.3% of a decode step" in timing.description
+
+
+def test_a_draft_model_of_known_shape_costs_its_share() -> None:
+    small = "meta-llama/Llama-3.2-3B-Instruct"
+    args = speculating("draft_model", model=small, num_speculative_tokens=5)
+    timing = step_timing(load(*ROOFLINE, *args), {})
+    assert timing is not None and isinstance(timing.model, DraftingStepModel)
+    assert timing.model.share == pytest.approx(PRESETS[small].params() / PRESETS[LLAMA].params())
+    unknown = speculating("draft_model", model="acme/tiny-draft", num_speculative_tokens=5)
+    default = step_timing(load(*ROOFLINE, *unknown), {})
+    assert default is not None and isinstance(default.model, DraftingStepModel)
+    assert default.model.share == DEFAULT_DRAFT_MODEL_SHARE
+    assert "the default share" in default.description
+
+
+def test_a_table_pays_for_a_drafter_at_the_default_share(tmp_path: Path) -> None:
+    path = tmp_path / "steps.csv"
+    path.write_text(CSV_ROWS)
+    args = ["--model", "m", "--timing-model", "table", "--timing-table", str(path)]
+    timing = step_timing(load(*args, *speculating("mtp", num_speculative_tokens=2)), {})
+    assert timing is not None and isinstance(timing.model, DraftingStepModel)
+    assert isinstance(timing.model.target, TableModel)
+    assert (timing.model.passes, timing.model.share) == (2, DEFAULT_HEAD_SHARE)

@@ -233,3 +233,20 @@ def test_sampling_goes_on_through_an_idle_gap_between_arrivals(instant_config: C
     result = Replay(instant_config, trace, sample_interval=0.5, environ={}).run()
     assert [s.time for s in result.samples] == pytest.approx([0.5 * i for i in range(10)])
     assert [s.finished for s in result.samples] == [1] * 9 + [2]
+
+
+def test_a_replay_decodes_speculatively_with_the_servers_flag() -> None:
+    """The replayed engines are the server's: with --speculative-config the same trace
+    makes the same tokens, each request's inter-token latency a good deal lower, and the
+    settings name the speculation."""
+    trace = Trace([TraceRequest(i + 1, 0.05 * i, 200, 150) for i in range(16)])
+    spec = ["--speculative-config", '{"method":"ngram","num_speculative_tokens":3}']
+    plain = Replay(load_config(RECORDED_RUN_FLAGS, {}), trace, environ={}).run()
+    fast = Replay(load_config([*RECORDED_RUN_FLAGS, *spec], {}), trace, environ={}).run()
+    assert [r.output_tokens for r in fast.records] == [r.output_tokens for r in plain.records]
+    plain_itl, fast_itl = (run.summary.latencies["itl"] for run in (plain, fast))
+    assert plain_itl is not None and fast_itl is not None
+    assert fast_itl.mean < plain_itl.mean / 1.8
+    assert fast.settings["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 3}
+    assert fast.settings["spec_acceptance_rate"] == 0.7
+    assert plain.settings["spec_acceptance_rate"] is None

@@ -15,7 +15,8 @@ step at a time for the whole batch, as vLLM V1's engine core does:
 
 A request arriving mid-step waits for the next step, so time to first token grows with
 the batch in flight, a long prefill slows every running stream for as many steps as it
-takes, and past saturation the queue grows: what a real GPU shows.
+takes, and past saturation the queue grows: what a real GPU shows. With speculative
+decoding a decode also verifies draft tokens (speculative.py's SpeculativeStepLoop).
 """
 
 from __future__ import annotations
@@ -41,14 +42,14 @@ if TYPE_CHECKING:
 # init=False: mypyc compiles a hand-written __init__; the one dataclasses writes stays
 # interpreted, and costs several times more for every request that makes one.
 @dataclass(slots=True, init=False)
-class _Step:
+class Step:
     """One step in flight: what it scheduled, each with the sequence's preemption count
     then (a sequence preempted meanwhile is recomputed, and this step's work is lost)."""
 
     started: float
     ends: float
     work: list[tuple[Sequence, int, int]]  # seq, chunk, epoch
-    tokens: int  # tokens computed: prefill chunks plus one per decode
+    tokens: int  # prefill chunks computed, plus the tokens each decode made
 
     def __init__(self, started: float, ends: float) -> None:
         self.started = started
@@ -71,7 +72,7 @@ class StepLoop:
     def __init__(self, step_model: StepTimeModel, max_num_batched_tokens: int) -> None:
         self.step_model = step_model
         self.max_num_batched_tokens = max_num_batched_tokens
-        self._step: _Step | None = None
+        self._step: Step | None = None
         self._step_timer: TimerHandle | None = None
         self._kick: TimerHandle | None = None  # a step start armed for the end of this turn
         self._stepping = False  # inside _begin_step or _end_step: no re-entry
@@ -152,7 +153,7 @@ class StepLoop:
         clock aims every token at an absolute deadline)."""
         now = self._clock()
         start = now if due is None else min(due, now)
-        step = _Step(start, start)
+        step = Step(start, start)
         load = StepLoad()
         self._stepping = True
         self._preempted_in_step = False
@@ -170,7 +171,7 @@ class StepLoop:
         self._step = step
         self._step_timer = self._scheduler.call_at(step.ends, self._end_step)
 
-    def _schedule_running(self, step: _Step, load: StepLoad, budget: int, now: float) -> int:
+    def _schedule_running(self, step: Step, load: StepLoad, budget: int, now: float) -> int:
         """Running sequences take their decode token or prefill chunk; the budget left.
         Decodes are counted in locals and added to `load` once: this loop runs for every
         running sequence, every step."""
@@ -196,7 +197,7 @@ class StepLoop:
         load.add_decodes(decodes, context)
         return budget
 
-    def _schedule_waiting(self, step: _Step, load: StepLoad, budget: int) -> None:
+    def _schedule_waiting(self, step: Step, load: StepLoad, budget: int) -> None:
         """Admits waiting sequences into this step, each with its first prefill chunk."""
         core = self._core
         turn = core.turn
@@ -218,7 +219,7 @@ class StepLoop:
             self._kick = self._scheduler.call_at(min(pending), self._kicked)
 
     @staticmethod
-    def _schedule_chunk(step: _Step, load: StepLoad, seq: Sequence, budget: int) -> int:
+    def _schedule_chunk(step: Step, load: StepLoad, seq: Sequence, budget: int) -> int:
         """The next prefill chunk of `seq`, as much as the budget allows; its size."""
         need = seq.prompt_tokens + seq.emitted - seq.computed
         chunk = min(need, budget)
@@ -238,9 +239,8 @@ class StepLoop:
             for seq, chunk, epoch in step.work:
                 if seq.state is not SeqState.RUNNING or seq.preemptions != epoch:
                     continue  # aborted, failed or preempted while the step ran
-                step.tokens += chunk
                 try:
-                    if self._complete(seq, chunk, now):
+                    if self._complete(step, seq, chunk, now):
                         touched[id(seq.stream)] = seq.stream
                 except Exception:  # one sequence's bug fails its request, not the step
                     core.crash(seq, "releasing tokens")
@@ -253,10 +253,11 @@ class StepLoop:
             stream.notify()
         self._begin_step(step.ends)  # the next step, at once, while there is work
 
-    def _complete(self, seq: Sequence, chunk: int, now: float) -> bool:
-        """Applies a step's `chunk` of computed tokens to `seq`. Once its KV holds every
-        token it has, the step samples the next one, as vLLM does; True if it released a
-        token or ended."""
+    def _complete(self, step: Step, seq: Sequence, chunk: int, now: float) -> bool:
+        """Applies a step's `chunk` of computed tokens to `seq` (counted in the step's
+        tokens). Once its KV holds every token it has, the step samples the next one, as
+        vLLM does; True if it released a token or ended."""
+        step.tokens += chunk
         computed = seq.computed = seq.computed + chunk
         emitted = seq.emitted
         if computed < len(seq.prompt.token_ids) + emitted:

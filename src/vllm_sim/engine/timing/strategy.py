@@ -9,7 +9,8 @@ SchedulerCore, the part of the engine it may use.
 
 Two strategies: the token clock (token_clock.py), each sequence's tokens at deadlines
 sampled from the latency settings, and the step loop (steps.py), vLLM V1's batch steps
-timed by a performance model.
+timed by a performance model; speculative.py has each in a form that decodes
+speculatively.
 """
 
 from __future__ import annotations

@@ -128,9 +128,8 @@ class TokenClock:
                 self._release_remaining(seq, total, now)
                 deadline += _tail(seq, latency)
                 continue
-            if seq.emitted >= seq.kv_limit and not core.grow(seq, seq.emitted, now):
+            if not self._release(seq, now):
                 return
-            release_token(seq, now, core.observer)
             if seq.emitted >= total:
                 deadline += _tail(seq, latency)
                 continue
@@ -140,6 +139,15 @@ class TokenClock:
             seq.itl_delays += delay
             deadline += delay
         self._schedule(seq, deadline)
+
+    def _release(self, seq: Sequence, now: float) -> bool:
+        """Releases the next token of `seq` once its KV has room for it; False if the
+        sequence stopped running instead (preempted, or ended at what the cache holds)."""
+        core = self._core
+        if seq.emitted >= seq.kv_limit and not core.grow(seq, seq.emitted, now):
+            return False
+        release_token(seq, now, core.observer)
+        return True
 
     def _release_remaining(self, seq: Sequence, total: int, now: float) -> None:
         """No decode delay: every token left is released at `now`, each gap still a step

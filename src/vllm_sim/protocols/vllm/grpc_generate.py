@@ -176,7 +176,8 @@ Messages = list[pb.GenerateResponse]
 
 def complete(call: Call[GrpcGenerateBody], whole: bool) -> pb.GenerateResponse:
     """The closing message: every output id when nothing was streamed, else none (the
-    chunks carried them); why it stopped, and where a prefill node's KV can be fetched."""
+    chunks carried them); why it stopped, the draft tokens speculative decoding verified
+    and accepted, and where a prefill node's KV can be fetched."""
     seq = call.stream.sequences[0]
     ids = seq.output_ids[: seq.emitted] if whole else []
     complete = pb.GenerateComplete(
@@ -185,6 +186,8 @@ def complete(call: Call[GrpcGenerateBody], whole: bool) -> pb.GenerateResponse:
         prompt_tokens=seq.prompt_tokens,
         completion_tokens=len(ids),
         cached_tokens=seq.cached_tokens,
+        spec_accepted_tokens=seq.spec_accepted_tokens,
+        spec_draft_tokens=seq.spec_draft_tokens,
     )
     stop = seq.stop_reason
     if isinstance(stop, str):
