@@ -81,7 +81,7 @@ def test_the_suite_runs_against_the_compiled_build() -> None:
 PER_REQUEST_DATACLASSES = [
     ("vllm_sim.engine.request", "Prompt"),
     ("vllm_sim.engine.request", "GenerationRequest"),
-    ("vllm_sim.engine.timing.steps", "_Step"),
+    ("vllm_sim.engine.timing.steps", "Step"),
     ("vllm_sim.frontend.usage", "Usage"),
     ("vllm_sim.http.messages", "Response"),
     ("vllm_sim.http.messages", "StreamingResponse"),
