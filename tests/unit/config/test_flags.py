@@ -29,8 +29,10 @@ def test_keys_are_unique_and_named_like_attrs() -> None:
             assert setting.json_key == setting.key
 
 
-def test_the_nineteen_admin_keys() -> None:
+def test_the_reference_admin_keys_and_the_phase_schedule_ones() -> None:
+    """The reference's nineteen, and the schedule and the latency factor its phases set."""
     assert set(ADMIN_KEYS) == {
+        "latency-factor", "phases",
         "failure-injection-rate", "failure-types", "image-emission-rate", "fake-metrics",
         "time-to-first-token", "time-to-first-token-std-dev", "inter-token-latency",
         "inter-token-latency-std-dev", "kv-cache-transfer-latency",
