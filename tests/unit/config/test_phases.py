@@ -216,3 +216,13 @@ def test_the_other_settings_load_unchanged_beside_a_schedule(tmp_path: Path) -> 
     cfg = load("--config", write_yaml(tmp_path, text))
     assert cfg.time_to_first_token == 500_000_000 and cfg.phases is not None
     assert load("--config", write_yaml(tmp_path, "model: m\n")).phases is None
+
+
+def test_the_documented_example_loads() -> None:
+    example = Path(__file__).resolve().parents[3] / "docs" / "phases.yaml"
+    schedule = load("--model", "m", "--phases", str(example)).phases
+    assert schedule is not None
+    kinds = [phase.kind for phase in schedule.phases]
+    assert kinds == [PhaseKind.RUN] * 3 + [
+        PhaseKind.SLEEP, PhaseKind.RESTART, PhaseKind.RUN, PhaseKind.CRASH,
+    ]  # fmt: skip
