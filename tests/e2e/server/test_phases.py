@@ -147,6 +147,14 @@ RESTART_SCHEDULE = """\
 """
 
 
+def _created(client: httpx.Client) -> float:
+    """When the instance's prompt-token counter was created: its start."""
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("vllm:prompt_tokens_created{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("no vllm:prompt_tokens_created")
+
+
 def _success(client: httpx.Client) -> float:
     text = client.get("/metrics").text
     total = 0.0
@@ -167,6 +175,7 @@ async def _long_stream(sim: SimServer) -> str:
     return "done" if outcome.done else "cut"
 
 
+@pytest.mark.timing
 def test_a_restart_refuses_connections_then_serves_with_fresh_counters(tmp_path: Path) -> None:
     args = ["--inter-token-latency", "10ms", "--phases", schedule_file(tmp_path, RESTART_SCHEDULE)]
     with SimServer(args) as sim, httpx.Client(base_url=sim.url, timeout=5) as client:
@@ -174,6 +183,7 @@ def test_a_restart_refuses_connections_then_serves_with_fresh_counters(tmp_path:
         body = completion_body(sim, max_tokens=2)
         assert client.post("/v1/completions", json=body).status_code == 200
         assert _success(client) == 1
+        created = _created(client)
         stream = asyncio.run(_long_stream(sim))  # runs until the restart cuts it
         down_at = wait_until(lambda: refused(sim), 5) - start
         with pytest.raises(httpx.ConnectError):
@@ -182,6 +192,7 @@ def test_a_restart_refuses_connections_then_serves_with_fresh_counters(tmp_path:
         assert 1.4 <= down_at <= 2.0 and 2.9 <= up_at <= 3.6, (down_at, up_at)
         assert stream != "done"
         assert _success(client) == 0  # a fresh instance: its counters start again
+        assert _created(client) >= created + 1.0
         assert client.post("/v1/completions", json=body).status_code == 200
         assert _success(client) == 1
         current = client.get("/admin/config").json()["current-phase"]
