@@ -182,6 +182,9 @@ class ServedInstance:
         async def chained() -> None:
             if previous is not None:
                 await previous
-            await step()
+            try:
+                await step()
+            except Exception:  # logged here: the chain, and the server's stop, go on
+                log.exception("restarting the instance on port %d failed", self.instance.port)
 
         self._chain = asyncio.get_running_loop().create_task(chained())
