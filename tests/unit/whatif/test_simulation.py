@@ -233,3 +233,11 @@ def test_sampling_goes_on_through_an_idle_gap_between_arrivals(instant_config: C
     result = Replay(instant_config, trace, sample_interval=0.5, environ={}).run()
     assert [s.time for s in result.samples] == pytest.approx([0.5 * i for i in range(10)])
     assert [s.finished for s in result.samples] == [1] * 9 + [2]
+
+
+def test_a_phase_schedule_is_refused_not_left_out() -> None:
+    from vllm_sim.config import ConfigError
+
+    cfg = load_config(["--model", "m", "--phases", '[{"duration": "1s"}]'], {})
+    with pytest.raises(ConfigError, match="a replay runs no phase schedule"):
+        Replay(cfg, Trace([]))
