@@ -92,6 +92,8 @@ def _changes(cfg: Config, data: dict[str, Any]) -> dict[str, Any]:
                 f"{_UNMARSHAL}json: cannot unmarshal {error.got} into Go struct field "
                 f"Configuration.{key} of type {setting.kind.go_type}"
             ) from None
+        except ValueError as error:  # a value of the right type but the wrong shape
+            raise ConfigError(f'field "{key}": {error}') from None
     return changes
 
 

@@ -24,6 +24,7 @@ from .fake_metrics import (
     json_type,
 )
 from .gosyntax import format_go_float, go_quote, parse_go_bool, parse_go_float, parse_go_int
+from .phases import PhaseSchedule, decode_schedule, load_phases_text, schedule_to_json
 from .values import LoraModule
 
 # yaml.v3 also reads these plain scalars as booleans when the target is a bool.
@@ -426,6 +427,33 @@ class FakeMetricsKind(Kind):
         return "set" if value is not None else ""
 
 
+class PhasesKind(Kind):
+    """A phase schedule (see `phases`). On the command line a file's path or the schedule
+    as inline YAML/JSON; in YAML the list or mapping itself, or a file's path; in JSON the
+    list or mapping (null or [] for none: the schedule stops)."""
+
+    label, go_type, zero, null_clears = "file", "phase schedule", "none", True
+
+    def parse_text(self, text: str) -> PhaseSchedule | None:
+        return load_phases_text(text)
+
+    def from_yaml(self, value: YamlValue) -> PhaseSchedule | None:
+        if value.tag == "!!str" and value.text is not None:
+            return load_phases_text(value.text)
+        return decode_schedule(value.data)
+
+    def from_json(self, value: object) -> PhaseSchedule | None:
+        if isinstance(value, str):  # a path would read the server's files for the caller
+            raise JsonMismatch(value)
+        return decode_schedule(value)
+
+    def to_json(self, value: Any) -> object:
+        return None if value is None else schedule_to_json(value)
+
+    def show(self, value: Any) -> str:
+        return "set" if value is not None else ""
+
+
 INT, FLOAT, STRING, BOOL, DURATION = IntKind(), FloatKind(), StrKind(), BoolKind(), DurationKind()
 STRINGS, LORAS, FAKE_METRICS = StrListKind(), LoraListKind(), FakeMetricsKind()
-JSON_STRINGS = JsonStrListKind()
+JSON_STRINGS, PHASES = JsonStrListKind(), PhasesKind()

@@ -34,9 +34,11 @@ from .kinds import (
     INT,
     JSON_STRINGS,
     LORAS,
+    PHASES,
     STRING,
     STRINGS,
 )
+from .phases import PhaseSchedule
 from .rules import Rule
 from .setting import (
     Admin,
@@ -176,6 +178,10 @@ class Config:
         rules=(r.at_least(1.0, "time factor under load cannot be less than 1.0"),
                r.at_most(MAX_TIME_FACTOR, "time factor under load cannot be more than 100")),
                to=(LATENCY,))
+    latency_factor: float = flag(FLOAT, 1.0, L,
+        "Multiplies every latency the engine schedules to: TTFT, inter-token, prefill, KV "
+        "transfer, image, and the step engine's steps (a phase of --phases sets it for a "
+        "while)", admin=Admin.LATENCY, rules=(r.LATENCY_FACTOR,), to=(LATENCY("factor"),))
     max_loras: int = flag(INT, 1, Group.LORA, "LoRAs that can run at the same time",
         rules=(r.at_least(1, "max LoRAs cannot be less than 1"),
                r.at_most(1024, "max LoRAs cannot be more than 1024")), to=(LIMITS,))
@@ -269,6 +275,12 @@ class Config:
     fake_metrics_refresh_interval: Duration = flag(DURATION, 100 * MS, Group.FAILURES,
         "How often fake-metric generators are re-evaluated",
         rules=(r.REFRESH_INTERVAL, r.hour_cap("fake metrics refresh interval")))
+    phases: PhaseSchedule | None = flag(PHASES, None, Group.FAILURES,
+        "A phase schedule from the time the server listens: a YAML file (or the list "
+        "inline) of phases, each a `duration` with a `latency-factor`, `failure-rate` and "
+        "`failure-types`, or a `sleep` level, a `restart` or a `crash` (`exit-code`); after "
+        "the last, the configured values, unless `repeat: true` (README, Phase schedules)",
+        admin=Admin.YES, rules=(r.PHASES_RULE,))
     data_parallel_size: int = flag(INT, 1, Group.DATA_PARALLEL,
         "Ranks to run in this process, on port..port+N-1",
         rules=(r.between(1, 8, "data parallel size must be between 1 and 8"),

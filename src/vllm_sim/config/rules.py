@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .fake_metrics_rules import fake_metrics_error
 from .gpu import resolve_gpu
+from .phase_rules import LATENCY_FACTOR_MESSAGE, latency_factor_error, phases_error
 from .speculative import speculative_config_error
 
 if TYPE_CHECKING:  # the table in model attaches these rules, so model imports this module
@@ -209,6 +210,16 @@ FAKE_METRICS_RULE = Rule(
     "generator functions and finish reasons, prefix-cache hits ≤ queries (both or neither)",
     "e.g. fake metrics request counters cannot be negative",
     lambda v, _: None if v is None else fake_metrics_error(v),
+)
+
+LATENCY_FACTOR = Rule("> 0 and ≤ 100", LATENCY_FACTOR_MESSAGE, lambda v, _: latency_factor_error(v))
+
+PHASES_RULE = Rule(
+    "every phase but a crash lasts 0 < duration ≤ 168h; latency-factor > 0 and ≤ 100; "
+    "failure-rate 0–100; known failure-types; sleep 1 or 2; exit-code 0–255; nothing after "
+    "a crash, which never repeats",
+    "phases[<index>].<key>: <why>",
+    lambda v, _: phases_error(v, FAILURE_TYPES),
 )
 
 REFRESH_INTERVAL = Rule(

@@ -39,6 +39,35 @@ class LatencySettings:
     max_num_seqs: int = 1
     image: int = 0  # omni: time to generate an image after the text
     image_std: int = 0
+    # Multiplies every latency above, and the step loop's modelled step times: a phase of
+    # the schedule slows the whole engine down (or speeds it up) by it.
+    factor: float = 1.0
+
+    def scaled(self) -> LatencySettings:
+        """These settings with every duration multiplied by `factor` (kept, for the step
+        loop); the load factor, a multiplier itself, is left as it is."""
+        f = self.factor
+        if f == 1.0:
+            return self
+        return LatencySettings(
+            calculator=self.calculator,
+            ttft=round(self.ttft * f),
+            ttft_std=round(self.ttft_std * f),
+            itl=round(self.itl * f),
+            itl_std=round(self.itl_std * f),
+            kv_transfer=round(self.kv_transfer * f),
+            kv_transfer_std=round(self.kv_transfer_std * f),
+            prefill_overhead=round(self.prefill_overhead * f),
+            prefill_per_token=round(self.prefill_per_token * f),
+            prefill_std=round(self.prefill_std * f),
+            kv_transfer_per_token=round(self.kv_transfer_per_token * f),
+            kv_transfer_per_token_std=round(self.kv_transfer_per_token_std * f),
+            time_factor_under_load=self.time_factor_under_load,
+            max_num_seqs=self.max_num_seqs,
+            image=round(self.image * f),
+            image_std=round(self.image_std * f),
+            factor=f,
+        )
 
 
 def sample_ms(rng: random.Random, mean_ns: int, std_ns: int) -> int:
@@ -59,11 +88,15 @@ def sample_ms(rng: random.Random, mean_ns: int, std_ns: int) -> int:
 # Compiled by mypyc (setup.py): subclassed by tests and benchmarks, which are not.
 @mypyc_attr(allow_interpreted_subclasses=True)
 class LatencyModel:
-    """Samples TTFT and inter-token delays for one engine (seconds, whole ms)."""
+    """Samples TTFT and inter-token delays for one engine (seconds, whole ms), every one
+    multiplied by the settings' latency factor."""
 
     __slots__ = ("_fixed_itl", "_rng", "_s")
 
     def __init__(self, settings: LatencySettings, rng: random.Random) -> None:
+        # The latency factor is applied here, once per configuration, so that every
+        # sample below is already scaled and no token pays for it.
+        settings = settings.scaled()
         self._s = settings
         self._rng = rng
         # With no spread and no slow-down under load, every delay is the same: worked out

@@ -47,11 +47,13 @@ from vllm_sim.metrics.exposition import Exposition
 from vllm_sim.metrics.fake import FakeMetricsDriver
 from vllm_sim.metrics.instrumentator import HttpMetrics
 from vllm_sim.metrics.recorder import MetricsRecorder
+from vllm_sim.metrics.sleep_mode import SleepModeMetrics
 from vllm_sim.perf import StepTimeModel
 from vllm_sim.protocols.openai.response_store import ResponseStore
 from vllm_sim.protocols.ops.health import Readiness
 from vllm_sim.protocols.vllm.grpc_names import GENERATE_PATH
 from vllm_sim.protocols.vllm.server_info import VLLM_VERSION
+from vllm_sim.protocols.vllm.sleep import SleepMode
 from vllm_sim.server import views
 from vllm_sim.server.control import LiveConfig
 from vllm_sim.server.dataset_setup import load_dataset
@@ -76,6 +78,10 @@ class Instance:
     drain: Drain  # set once the server stops taking new work
     readiness: Readiness
     control: LiveConfig
+    sleep_mode: SleepMode  # what /sleep and /wake_up do, and a sleep phase too
+    # The same instance made afresh (engine, KV cache, metrics) from a config, as a
+    # restarted pod comes back: a restart phase of the schedule.
+    remake: Callable[[Config], Instance]
     # Started with the server, cancelled when it stops (fake-metric generators).
     background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
     # The gRPC side sharing the port, made on the running event loop (given the start
@@ -124,14 +130,15 @@ def build_instance(
         on_fake = driver.update
     control = LiveConfig(cfg, engine, ctx.failures, ctx.images, on_fake, spec)
     access = Access(cfg.api_key, cfg.admin_api_key, cfg.disable_admin)
-    http_metrics = HttpMetrics()
+    http_metrics, sleep_metrics = HttpMetrics(), SleepModeMetrics()
+    sleep_mode = SleepMode(engine, sleep_metrics, cfg.enable_sleep_mode)
     routes = build_routes(
         ctx,
-        Exposition(metrics.families, http_metrics),
+        Exposition(metrics.families, http_metrics, sleep_metrics),
         readiness,
         control,
         cfg.vllm_dev_mode,
-        cfg.enable_sleep_mode,
+        sleep_mode,
         access,
         cfg.enable_server_load_tracking,
         ResponseStore(cfg.responses_api_store),
@@ -144,7 +151,23 @@ def build_instance(
         dialect=OPENAI_DIALECT,
     )
     grpc = None if cfg.mm_encoder_only else _grpc(cfg, rank, ctx, access)
-    return Instance(cfg, port, app, engine, ctx.drain, readiness, control, background, grpc)
+
+    def remake(new: Config) -> Instance:
+        return build_instance(new, port, rank, tokenizer, step_model)
+
+    return Instance(
+        cfg,
+        port,
+        app,
+        engine,
+        ctx.drain,
+        readiness,
+        control,
+        sleep_mode,
+        remake,
+        background,
+        grpc,
+    )
 
 
 def rank_rng(cfg: Config, rank: int) -> random.Random:

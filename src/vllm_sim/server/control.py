@@ -1,9 +1,16 @@
 """The configuration in force, and the parts of one instance that follow it.
 
-Start-up and POST /admin/config configure those parts through the same `apply`, so what a
-setting does is the same whether it was given on the command line or changed later. An
-update is validated whole by the config layer, then every part is swapped in one
-synchronous step on the event loop, so no request ever sees half of it.
+Start-up, POST /admin/config and the phases of a schedule configure those parts through
+the same `apply`, so what a setting does is the same whether it was given on the command
+line, changed later or set by a phase. An update is validated whole by the config layer,
+then every part is swapped in one synchronous step on the event loop, so no request ever
+sees half of it.
+
+Two configurations are kept: the configured one (start-up, then every admin update), which
+a schedule returns to after its last phase, and the one in force (the configured one with
+the phase in force on top). An admin update changes both: what it names is in force at
+once, over the phase's own value, until the next boundary puts the next phase's values
+on the configured ones. An update that gives `phases` starts that schedule now.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from vllm_sim.config import Config, ConfigError, FakeMetrics, apply_admin_update, config_to_dict
+from vllm_sim.config.phases import Phase, PhaseSchedule
+from vllm_sim.config.schedule import with_phase
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.timing.speculative import Speculation
 from vllm_sim.frontend.failures import FailureInjector
@@ -32,7 +41,12 @@ class LiveConfig:
         on_fake_metrics: Callable[[FakeMetrics], None] | None = None,
         speculation: Speculation | None = None,
     ) -> None:
-        self.config = cfg
+        self.configured = cfg  # what a schedule comes back to
+        self.config = cfg  # in force
+        # Set by the instance's phase driver: told of the schedule an update gives, and
+        # asked which phase is in force.
+        self.on_phases: Callable[[PhaseSchedule | None], None] | None = None
+        self.current_phase: Callable[[], dict[str, object] | None] = lambda: None
         self._engine = engine
         self._failures = failures
         self._images = images
@@ -59,13 +73,27 @@ class LiveConfig:
             self._on_fake_metrics(fake)
         self.config = new
 
+    def enter_phase(self, phase: Phase | None) -> None:
+        """A boundary of the schedule: the configured values with `phase`'s on top (None:
+        the configured values alone) are in force, ending an update's override."""
+        self.apply(with_phase(self.configured, phase))
+
     def shown(self) -> dict[str, Any]:
-        return config_to_dict(self.config)
+        """The configuration in force, and `current-phase`: the phase in force, if any."""
+        shown = config_to_dict(self.config)
+        shown["current-phase"] = self.current_phase()
+        return dict(sorted(shown.items()))
 
     def update(self, payload: bytes) -> dict[str, Any]:
         try:
-            new = apply_admin_update(self.config, payload)
+            configured = apply_admin_update(self.configured, payload)
+            in_force = apply_admin_update(self.config, payload)
         except ConfigError as error:
             raise UpdateRejected(str(error)) from None
-        self.apply(new)
-        return config_to_dict(new)
+        # A `phases` key decodes to a new schedule object, even an equal one: it restarts.
+        restart = configured.phases is not self.configured.phases
+        self.configured = configured
+        self.apply(in_force)
+        if restart and self.on_phases is not None:
+            self.on_phases(configured.phases)
+        return self.shown()

@@ -13,16 +13,11 @@ from collections.abc import Generator, Sequence
 
 import uvloop
 
-from vllm_sim.http.connection import HttpConnection
-from vllm_sim.http.limits import ConnectionLimits
-from vllm_sim.http.server import HttpServer
-from vllm_sim.http.splice import ALPN_PROTOCOLS
 from vllm_sim.server.build import Instance
-from vllm_sim.server.grpc_side import GrpcSide
+from vllm_sim.server.served import ServedInstance
 from vllm_sim.server.tls import TlsSetup
 
 log = logging.getLogger("vllm_sim")
-http_log = logging.getLogger("vllm_sim.http")
 
 # The exit status of a drain that had to stop requests (0 is a clean drain, 1 a second signal).
 DRAIN_CUT_SHORT = 3
@@ -53,33 +48,32 @@ class SimulatorServer:
     working; once no request is queued or running the server stops and the process exits 0.
     If some are still open after --drain-timeout, they are stopped with an error (a stream
     gets an error event and [DONE], a waiting client a JSON 503) and the process exits 3.
-    A second signal exits at once with status 1.
+    A second signal exits at once with status 1. A crash phase of a schedule stops every
+    instance at once and exits with the phase's status.
     """
 
     def __init__(self, instances: Sequence[Instance], host: str, tls: TlsSetup | None) -> None:
-        self._instances = list(instances)
-        self._host = host
+        self._served = [ServedInstance(i, host, tls, self._crash) for i in instances]
         self._tls = tls
         self._drain_task: asyncio.Task[None] | None = None
         self._first_signal = 0.0
         self._stopped: asyncio.Event | None = None
+        self._grace = CLOSE_GRACE
         self.exit_status = 0
 
     async def run(self) -> int:
         self._stopped = asyncio.Event()
-        started: list[tuple[HttpServer, GrpcSide | None]] = []
-        for instance in self._instances:
-            served = await self._start(instance)
-            if served is None:
-                await self._stop(started, 0)
+        for count, served in enumerate(self._served):
+            if not await served.listen():
+                await self._stop(self._served[:count], 0)
                 return 1
-            started.append(served)
-        for instance in self._instances:
-            self._announce(instance)
         loop = asyncio.get_running_loop()
-        background = [
-            loop.create_task(run()) for instance in self._instances for run in instance.background
-        ]
+        for served in self._served:
+            served.announce()
+        origin = loop.time()  # time 0 of every schedule: the server listens
+        for served in self._served:
+            if served.instance.config.phases is not None:
+                served.driver.start(served.instance.config.phases, origin)
         if self._tls is not None:
             self._tls.start_watching()
         # Everything built so far (modules, tables, the app) lives as long as the process:
@@ -89,63 +83,22 @@ class SimulatorServer:
         gc.set_threshold(*GC_THRESHOLDS)
         with self._signals(loop):
             await self._stopped.wait()
-        for task in background:
-            task.cancel()
-        await self._stop(started, CLOSE_GRACE)
+        await self._stop(self._served, self._grace)
         return self.exit_status
 
-    async def _start(self, instance: Instance) -> tuple[HttpServer, GrpcSide | None] | None:
-        """The instance's HTTP server listening (and its gRPC side); None if it cannot."""
-        app = instance.app
-        cfg = instance.config
-        read_timeout = cfg.request_read_timeout.seconds
-        limits = ConnectionLimits(
-            head_timeout=read_timeout,
-            body_timeout=read_timeout,
-            keep_alive_timeout=cfg.http_timeout_keep_alive.seconds,
-        )
-        server = HttpServer(
-            app.handle, app.max_body_bytes, HttpConnection, limits, dialect=app.dialect
-        )
-        context = None if self._tls is None else self._tls.context
-        grpc_side = None
-        if instance.grpc is not None:
-            grpc_side = GrpcSide(instance.grpc, time.monotonic())
-            if cfg.grpc_port is not None:  # a port of its own: nothing else would start it
-                try:
-                    await grpc_side.target()
-                except RuntimeError as exc:  # grpc's way of saying a port cannot be had
-                    log.error("cannot serve gRPC on --grpc-port %s: %s", cfg.grpc_port, exc)
-                    return None
-            server.grpc_target = grpc_side.target
-            if context is not None:
-                context.set_alpn_protocols(list(ALPN_PROTOCOLS))
-        try:
-            await server.listen(self._host, instance.port, context)
-        except OSError as exc:
-            log.error("cannot listen on %s:%d: %s", self._host, instance.port, exc.strerror)
-            if grpc_side is not None:
-                await grpc_side.stop(0)
-            return None
-        return server, grpc_side
-
     @staticmethod
-    async def _stop(started: list[tuple[HttpServer, GrpcSide | None]], grace: float) -> None:
-        async def stop(server: HttpServer, grpc_side: GrpcSide | None) -> None:
-            if grpc_side is not None:
-                await grpc_side.stop(grace)
-            await server.shutdown(grace)
+    async def _stop(served: Sequence[ServedInstance], grace: float) -> None:
+        await asyncio.gather(*(one.stop(grace) for one in served))
 
-        await asyncio.gather(*(stop(server, grpc_side) for server, grpc_side in started))
-
-    def _announce(self, instance: Instance) -> None:
-        cfg, port = instance.config, instance.port
-        scheme = "http" if self._tls is None else "https"
-        host = self._host
-        shown = f"[{host}]" if ":" in host else host
-        log.info("vllm-sim serving %s on %s://%s:%d", cfg.display_model_name, scheme, shown, port)
-        http_log.info("HTTP server listening on %s://%s:%d", scheme, shown, port)
-        instance.readiness.start()
+    def _crash(self, exit_status: int) -> None:
+        """A crash phase: every instance stops now, connections cut, and the process exits
+        with `exit_status` (the phase's log line said why)."""
+        for served in self._served:
+            served.driver.stop()
+        self.exit_status = exit_status
+        self._grace = 0.0
+        assert self._stopped is not None
+        self._stopped.set()
 
     @contextlib.contextmanager
     def _signals(self, loop: asyncio.AbstractEventLoop) -> Generator[None, None, None]:
@@ -166,20 +119,22 @@ class SimulatorServer:
             os._exit(1)
         self._first_signal = now
         log.info("%s received: draining in-flight requests", signal.Signals(sig).name)
-        for instance in self._instances:
-            instance.drain.active = True
+        for served in self._served:
+            served.stopping = True  # the schedule ends; a restarted instance stays down
+            served.driver.stop()
+            served.instance.drain.active = True
         self._drain_task = asyncio.get_running_loop().create_task(self._drain())
 
     def _open_requests(self) -> int:
-        return sum(instance.engine.view.open_requests for instance in self._instances)
+        return sum(served.instance.engine.view.open_requests for served in self._served)
 
     async def _drain(self) -> None:
-        timeout = max(instance.config.drain_timeout.seconds for instance in self._instances)
+        timeout = max(served.instance.config.drain_timeout.seconds for served in self._served)
         deadline = time.monotonic() + timeout
         while self._open_requests() > 0 and time.monotonic() < deadline:
             await asyncio.sleep(_DRAIN_POLL)
         if self._open_requests() > 0:
-            stopped = sum(instance.engine.stop_all(STOPPED) for instance in self._instances)
+            stopped = sum(served.instance.engine.stop_all(STOPPED) for served in self._served)
             log.warning("drain timed out: %d requests stopped with an error", stopped)
             self.exit_status = DRAIN_CUT_SHORT
             await asyncio.sleep(_FLUSH)  # their answers are written before sockets close

@@ -129,11 +129,12 @@ def _trace(job: PlanJob) -> Trace:
 def search_candidate(job: PlanJob) -> CandidateResult:
     """The fewest replicas of one candidate that meet the SLO (worker side)."""
     from vllm_sim.server.step_timing import timed_config
-    from vllm_sim.whatif.simulation import Replay
+    from vllm_sim.whatif.simulation import Replay, refuse_phases
 
     environ = dict(job.environ)
     try:
         cfg = load_config([*job.server_flags, *job.candidate.flags()], environ)
+        refuse_phases(cfg)
         timed_config(cfg, environ)  # the model must fit: ConfigError otherwise
     except ConfigError as error:
         return CandidateResult(job.candidate, None, None, skipped=str(error))

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from vllm_sim.config import Config
+from vllm_sim.config import Config, ConfigError
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.errors import EngineError
 from vllm_sim.engine.observer import EngineObserver
@@ -64,6 +64,16 @@ class _Collector(EngineObserver):
         self._run.preemptions += 1
 
 
+def refuse_phases(cfg: Config) -> None:
+    """A phase schedule runs on a server's wall clock, which a replay in simulated time has
+    not: refused rather than silently left out."""
+    if cfg.phases is not None:
+        raise ConfigError(
+            "--phases runs on a server's clock: a replay runs no phase schedule (give the "
+            "phase's --latency-factor or --failure-injection-rate instead)"
+        )
+
+
 class Replay:
     """One run of a trace; `run()` returns its result."""
 
@@ -80,6 +90,7 @@ class Replay:
         prefill_instances: int | None = None,
         vocabulary: int = VOCABULARY_SPAN,
     ) -> None:
+        refuse_phases(cfg)
         cfg, timing = timed_config(cfg, os.environ if environ is None else environ)
         step_model = None if timing is None else timing.model
         self.cfg = cfg

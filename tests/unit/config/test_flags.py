@@ -29,9 +29,11 @@ def test_keys_are_unique_and_named_like_attrs() -> None:
             assert setting.json_key == setting.key
 
 
-def test_the_admin_keys_are_the_references_nineteen_and_the_acceptance_rate() -> None:
+def test_the_admin_keys_are_the_references_and_the_simulators_own() -> None:
+    """The reference's nineteen; the acceptance rate; the schedule and the latency factor
+    its phases set."""
     assert set(ADMIN_KEYS) == {
-        "spec-acceptance-rate",
+        "spec-acceptance-rate", "latency-factor", "phases",
         "failure-injection-rate", "failure-types", "image-emission-rate", "fake-metrics",
         "time-to-first-token", "time-to-first-token-std-dev", "inter-token-latency",
         "inter-token-latency-std-dev", "kv-cache-transfer-latency",

@@ -322,3 +322,17 @@ def test_groups_are_contiguous_and_balanced(
     parts = groups(configs, processes)
     assert [len(part) for part in parts] == sizes
     assert [c.port for part in parts for c in part] == [8000 + i for i in range(instances)]
+
+
+def test_an_instance_runs_the_schedule_its_entry_gives(tmp_path: Path) -> None:
+    text = "instances:\n  - phases:\n      - duration: 1s\n        latency-factor: 2\n  - {}\n"
+    _, configs = fleet(
+        [*BASE, "--num-instances", "2", "--fleet-config", fleet_file(tmp_path, text)]
+    )
+    first, second = configs
+    assert first.phases is not None and first.phases.phases[0].latency_factor == 2.0
+    assert second.phases is None
+    bad = "instances:\n  - phases:\n      - duration: 0s\n"
+    assert fleet_error(
+        [*BASE, "--num-instances", "2", "--fleet-config", fleet_file(tmp_path, bad)]
+    ).startswith("fleet-config instance 0: phases[0].duration: duration must be greater")

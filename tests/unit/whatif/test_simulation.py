@@ -250,3 +250,11 @@ def test_a_replay_decodes_speculatively_with_the_servers_flag() -> None:
     assert fast.settings["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 3}
     assert fast.settings["spec_acceptance_rate"] == 0.7
     assert plain.settings["spec_acceptance_rate"] is None
+
+
+def test_a_phase_schedule_is_refused_not_left_out() -> None:
+    from vllm_sim.config import ConfigError
+
+    cfg = load_config(["--model", "m", "--phases", '[{"duration": "1s"}]'], {})
+    with pytest.raises(ConfigError, match="a replay runs no phase schedule"):
+        Replay(cfg, Trace([]))

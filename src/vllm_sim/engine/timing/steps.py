@@ -167,7 +167,9 @@ class StepLoop:
         if not step.work:
             self._wait_for_transfers()  # or idle: the next submit starts a step
             return
-        step.ends = start + self.step_model.step_seconds(load)
+        # The latency factor slows the modelled GPU as it slows the token clock's samples.
+        factor = self._core.latency.settings.factor
+        step.ends = start + self.step_model.step_seconds(load) * factor
         self._step = step
         self._step_timer = self._scheduler.call_at(step.ends, self._end_step)
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from vllm_sim.engine.clock import Scheduler
     from vllm_sim.engine.core import EngineLimits
+    from vllm_sim.engine.latency import LatencyModel
     from vllm_sim.engine.lifecycle import Lifecycle
     from vllm_sim.engine.observer import EngineObserver
     from vllm_sim.engine.sequence import Sequence
@@ -42,6 +43,11 @@ class SchedulerCore(Protocol):
 
     @property
     def limits(self) -> EngineLimits: ...
+
+    @property
+    def latency(self) -> LatencyModel:
+        """The latency model new work is timed by (its settings' factor scales steps)."""
+        ...
 
     @property
     def turn(self) -> Turn:

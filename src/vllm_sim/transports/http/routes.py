@@ -14,6 +14,7 @@ from vllm_sim.frontend.endpoint import Endpoint
 from vllm_sim.http.app import Guard, Route
 from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest
 from vllm_sim.metrics.exposition import Exposition
+from vllm_sim.metrics.sleep_mode import SleepModeMetrics
 from vllm_sim.protocols.anthropic.messages import MessagesEndpoint, count_tokens
 from vllm_sim.protocols.openai import embeddings, models, render
 from vllm_sim.protocols.openai.chat import ChatEndpoint
@@ -32,7 +33,7 @@ from vllm_sim.protocols.vllm import lora, tokenize
 from vllm_sim.protocols.vllm.dev import pause_handlers, reset_prefix_cache_handler
 from vllm_sim.protocols.vllm.generate import GenerateEndpoint
 from vllm_sim.protocols.vllm.server_info import ServerLoad, version
-from vllm_sim.protocols.vllm.sleep import sleep_handlers
+from vllm_sim.protocols.vllm.sleep import SleepMode, sleep_handlers
 from vllm_sim.transports.http.access import control_guard, cross_origin
 from vllm_sim.transports.http.conventions import require_json
 from vllm_sim.transports.http.generation import generation_handler
@@ -152,13 +153,13 @@ def build_routes(
     readiness: Readiness,
     control: RuntimeControl,
     dev_mode: bool = False,
-    sleep_mode: bool = False,
+    sleep_mode: SleepMode | None = None,
     access: Access = Access(),  # frozen: one shared default is safe
     load_tracking: bool = False,
     responses: ResponseStore | None = None,
 ) -> list[Route]:
     """Every route, guarded as `access` says; `dev_mode` adds vLLM's development endpoints
-    (the sleep ones answer 400 unless `sleep_mode`, --enable-sleep-mode); `load_tracking`
+    (/sleep answers 400 unless `sleep_mode` is enabled, --enable-sleep-mode); `load_tracking`
     (--enable-server-load-tracking) counts the load-aware requests GET /load reports;
     `responses` keeps the Responses API's stored answers."""
     load = ServerLoad(load_tracking)
@@ -188,6 +189,8 @@ def build_routes(
         embed = load.track(_bind(ctx, embeddings.handle))
         routes.append(Route("/v1/embeddings", {"POST": embed}))
     if dev_mode:  # vLLM serves these in dev mode only (VLLM_SERVER_DEV_MODE=1)
+        if sleep_mode is None:
+            sleep_mode = SleepMode(ctx.engine, SleepModeMetrics(), enabled=False)
         routes += _dev_routes(ctx, sleep_mode)
     return [access.secure(json_bodies(route)) for route in routes]
 
@@ -231,8 +234,8 @@ def _generation_routes(
     ]
 
 
-def _dev_routes(ctx: ApiContext, sleep_mode: bool) -> list[Route]:
-    to_sleep, wake_up, is_sleeping = sleep_handlers(ctx.engine, sleep_mode)
+def _dev_routes(ctx: ApiContext, sleep_mode: SleepMode) -> list[Route]:
+    to_sleep, wake_up, is_sleeping = sleep_handlers(sleep_mode)
     pause, resume, is_paused = pause_handlers(ctx.engine)
     return [
         Route("/sleep", {"POST": to_sleep}),
