@@ -57,10 +57,11 @@ BAD_RESPONSES: dict[str, tuple[Any, int, str | None]] = {
     "number-input": (responses_body(input=5), 400, VALIDATION_PREFIX),
     "object-input": (responses_body(input={"role": "user"}), 400, VALIDATION_PREFIX),
     "non-object-item": (responses_body(input=[1]), 400, None),
-    "reasoning-item": (
-        responses_body(input=[{"type": "reasoning", "summary": []}]),
+    # A reasoning item is history vLLM reads, but not one it cannot decrypt.
+    "encrypted-reasoning-item": (
+        responses_body(input=[{"type": "reasoning", "summary": [], "encrypted_content": "x"}]),
         400,
-        'unsupported input item type "reasoning"',
+        "Encrypted content is not supported.",
     ),
     "item-reference": (
         responses_body(input=[{"type": "item_reference", "id": "x"}]),

@@ -150,6 +150,8 @@ def _input_item(item: object, where: str) -> ChatMessage | None:
     if kind == "reasoning":
         # An earlier answer's reasoning, handed back with its output: the history keeps it
         # out of the prompt, as the chat templates of reasoning models drop past thinking.
+        if item.get("encrypted_content"):
+            raise _fail("Encrypted content is not supported.", "input")
         return None
     if kind == "function_call_output":
         output = item.get("output", "")
