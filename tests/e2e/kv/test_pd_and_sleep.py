@@ -154,17 +154,21 @@ def test_sleep_clears_the_cache_and_wake_up_tags() -> None:
         assert sub.take_events(1) == [v1_stored]
         assert cached_tokens(complete(client, V1_TOKENS)) == 32
 
-        for _ in range(2):  # one AllBlocksCleared per call, even when already asleep
-            assert client.post("/sleep").status_code == 200
+        for level in (1, 2):  # one AllBlocksCleared per call, even when already asleep
+            answer = client.post("/sleep", params={"level": level})
+            assert answer.status_code == 200
+            assert answer.json() == {"status": "sleeping", "level": level}  # vLLM 0.32's
             assert sub.take_events(1) == [Cleared()]
             assert sub.contents == set()
         assert _asleep(client)
         _refused_while_asleep(client)
 
-        assert client.post("/wake_up", params={"tags": "weights"}).status_code == 200
+        woke = client.post("/wake_up", params={"tags": "weights"})
+        assert woke.json() == {"status": "sleeping", "tags": ["weights"]}
         assert _asleep(client)  # the KV cache still sleeps
         _refused_while_asleep(client)
-        assert client.post("/wake_up", params={"tags": "kv_cache"}).status_code == 200
+        woke = client.post("/wake_up", params={"tags": "kv_cache"})
+        assert woke.json() == {"status": "awake", "tags": ["kv_cache"]}
         assert not _asleep(client)
 
         # The cache was emptied: a miss, and the blocks are stored (and evented) again.
@@ -175,7 +179,11 @@ def test_sleep_clears_the_cache_and_wake_up_tags() -> None:
 
         assert client.post("/sleep").status_code == 200
         assert sub.take_events(1) == [Cleared()]
-        assert client.post("/wake_up").status_code == 200  # no tags: everything wakes
+        woke = client.post("/wake_up")  # no tags: everything wakes
+        assert woke.status_code == 200 and woke.json() == {"status": "awake", "tags": None}
+        assert not _asleep(client)
+        refused = client.post("/sleep", params={"level": 3})
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == "level"
         assert not _asleep(client)
         assert cached_tokens(complete(client, V1_TOKENS)) == 0
         assert sub.take_events(1) == [v1_stored]

@@ -8,8 +8,9 @@ show the refusal rather than hang.
 
 Each sleep and wake is timed into vLLM's sleep-mode families (`SleepMode`), whether an
 endpoint or a sleep phase of the schedule asked for it: a phase sleeps exactly as /sleep.
-The answers stay the reference's (200, empty body): the facts recorded of vLLM 0.32 say
-only that it answers 200.
+The answers are vLLM 0.32's: `{"status": "sleeping", "level": N}` and `{"status": "awake"
+| "sleeping", "tags": [...] | null}` (sleeping while a part named by no tag still sleeps),
+where the reference answers with an empty body.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from urllib.parse import parse_qs
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.lifecycle import Asleep
 from vllm_sim.errors import RequestError
-from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest, Response
+from vllm_sim.http.messages import AnyResponse, Handler, HttpRequest
 from vllm_sim.metrics.sleep_mode import SleepModeMetrics
 from vllm_sim.protocols.common.answers import json_response
 
@@ -32,6 +33,22 @@ def _wake_parts(tags: list[str]) -> frozenset[Asleep]:
         if tag not in _TAGS:
             raise RequestError(400, f"unknown wake_up tag {tag!r}: use weights or kv_cache")
     return frozenset(_TAGS[tag] for tag in tags) if tags else frozenset(Asleep)
+
+
+SLEEP_LEVELS = (0, 1, 2)  # vLLM's query bounds for /sleep's level
+
+
+def _level(values: list[str]) -> int:
+    """`?level=` (the last one given; 1 when none is), one of vLLM's levels."""
+    if not values:
+        return 1
+    try:
+        level = int(values[-1])
+    except ValueError:
+        level = -1
+    if level not in SLEEP_LEVELS:
+        raise RequestError(400, "level must be 0, 1 or 2", "level")
+    return level
 
 
 class SleepMode:
@@ -66,16 +83,18 @@ def sleep_handlers(mode: SleepMode) -> tuple[Handler, Handler, Handler]:
             raise RequestError(
                 400, "Sleep mode is not enabled: start the server with --enable-sleep-mode"
             )
-        levels = parse_qs(request.query.decode("latin-1")).get("level", [])
-        # vLLM's levels: 1 offloads the weights, 2 discards them; both free the KV cache.
-        # The simulator frees the same either way and reports the level (engine_sleep_state).
-        mode.sleep(2 if levels[-1:] == ["2"] else 1)
-        return Response(200, b"", b"")
+        level = _level(parse_qs(request.query.decode("latin-1")).get("level", []))
+        # vLLM's levels: 1 offloads the weights, 2 discards them; both free the KV cache
+        # (0 only pauses the engine). The simulator frees the same for each and reports
+        # the level (engine_sleep_state).
+        mode.sleep(2 if level == 2 else 1)
+        return json_response({"status": "sleeping", "level": level})
 
     async def wake_up(request: HttpRequest) -> AnyResponse:
         tags = parse_qs(request.query.decode("latin-1")).get("tags", [])
         mode.wake(_wake_parts(tags))
-        return Response(200, b"", b"")
+        status = "sleeping" if mode.asleep else "awake"
+        return json_response({"status": status, "tags": tags or None})
 
     async def is_sleeping(request: HttpRequest) -> AnyResponse:
         return json_response({"is_sleeping": mode.asleep})
