@@ -22,11 +22,17 @@ def latency_factor_error(value: float) -> str | None:
     return None if 0 < value <= MAX_LATENCY_FACTOR else f"{LATENCY_FACTOR_MESSAGE}, got {value:g}"
 
 
+# The shortest phase: below a few event-loop turns, a repeating schedule would spend the
+# server's whole time changing its configuration.
+MIN_PHASE_DURATION = Duration(10_000_000)  # 10 ms
+
+
 def _duration_error(phase: Phase) -> str | None:
     if phase.kind is PhaseKind.CRASH:
         return None
-    if phase.duration <= 0:
-        return f"duration must be greater than 0s, got {format_duration(phase.duration)}"
+    if phase.duration < MIN_PHASE_DURATION:
+        shortest = format_duration(MIN_PHASE_DURATION)
+        return f"duration must be at least {shortest}, got {format_duration(phase.duration)}"
     if phase.duration > MAX_PHASE_DURATION:
         return f"duration cannot be more than {format_duration(MAX_PHASE_DURATION)}"
     return None

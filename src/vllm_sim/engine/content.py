@@ -34,6 +34,7 @@ ECHO = "echo"
 # The think markers of the reasoning models vLLM's deepseek_r1 and qwen3 parsers read; a
 # recorded answer's reasoning part ends at its `</think>`.
 THINK_START, THINK_END = "<think>", "</think>"
+THINK_MARKERS = frozenset({THINK_START, THINK_END})
 
 # `json_object` without a schema: an object with one answer, as a JSON-mode model gives.
 _ANY_OBJECT = {
@@ -102,17 +103,20 @@ class ContentSource:
         recorded = self._recorded_split(seq) if self.dataset is not None else -1
         count = recorded if recorded >= 0 else int(text * ratio)
         if budget is not None and count > budget:
-            count, recorded = budget, -1  # the budget ends the thinking first, as vLLM's
+            count = budget  # the budget ends the thinking first, as vLLM's forced end does
         seq.reasoning_tokens = count
-        pieces = seq.output_pieces
-        if recorded >= 0:  # the recording's own marker
-            seq.output_pieces = [*pieces[:count], "", *pieces[count + 1 :]]
+        ids, pieces = seq.output_ids, seq.output_pieces
+        if recorded >= 0:
+            # The recording's own markers show in neither part, as vLLM's parsers drop
+            # them (an opening `<think>` still counts among the reasoning tokens here).
+            seq.output_pieces = ["" if piece in THINK_MARKERS else piece for piece in pieces]
             return
         marker = self.think_end_id
         if marker is not None and 0 < count < text:
-            # New lists: the generated ones may be shared (an echoed prompt's tokens).
-            seq.output_ids = [*seq.output_ids[:count], marker, *seq.output_ids[count + 1 :]]
-            seq.output_pieces = [*pieces[:count], "", *pieces[count + 1 :]]
+            # The marker goes between the parts; the answer keeps its length, its last text
+            # token making room. New lists: the generated ones may be shared (an echo's).
+            seq.output_ids = [*ids[:count], marker, *ids[count : text - 1], *ids[text:]]
+            seq.output_pieces = [*pieces[:count], "", *pieces[count : text - 1], *pieces[text:]]
 
     @staticmethod
     def _recorded_split(seq: Sequence) -> int:

@@ -108,7 +108,13 @@ class PhaseDriver:
         if entering is not None and entering.end is not None:
             when = self._origin + entering.end / NS
             loop = asyncio.get_running_loop()
-            self._timer = loop.call_at(when, self._move_to, entering.end)
+            self._timer = loop.call_at(when, self._at_boundary, entering.end)
+
+    def _at_boundary(self, end: int) -> None:
+        """A boundary's timer: the phase in force now, which is the next one unless the loop
+        woke late past it (the phases missed meanwhile are skipped, not replayed)."""
+        now = round((asyncio.get_running_loop().time() - self._origin) * NS)
+        self._move_to(max(end, now))
 
     def _leave(self, leaving: PhaseAt) -> None:
         kind = leaving.phase.kind

@@ -189,3 +189,15 @@ def test_an_answer_handed_back_as_input_continues_the_conversation(qwen3: SimSer
     follow_up.append({"role": "user", "content": "And then?"})
     second = _create(qwen3, input=follow_up)
     assert second["output"][0]["type"] == "reasoning"
+
+
+def test_a_stored_answer_continues_without_its_reasoning() -> None:
+    """previous_response_id rebuilds the conversation without the reasoning, as the same
+    history handed back with its reasoning item does."""
+    args = ["--reasoning-parser", "qwen3"]
+    with SimServer(args, env={"VLLM_ENABLE_RESPONSES_API_STORE": "1"}) as sim:
+        first = _create(sim)
+        stored = _create(sim, input="And then?", previous_response_id=first["id"])
+        handed = [{"role": "user", "content": "Hello"}, *first["output"]]
+        explicit = _create(sim, input=[*handed, {"role": "user", "content": "And then?"}])
+    assert stored["usage"]["input_tokens"] == explicit["usage"]["input_tokens"]

@@ -279,7 +279,7 @@ def test_admin_config_shows_and_replaces_the_schedule() -> None:
 @pytest.mark.parametrize(
     ("schedule", "reason"),
     [
-        ("- duration: -1s\n", "phases[0].duration: duration must be greater than 0s, got -1s"),
+        ("- duration: -1s\n", "phases[0].duration: duration must be at least 10ms, got -1s"),
         (
             "- duration: 1s\n- duration: 1s\n  latency-factor: 0\n",
             "phases[1].latency-factor: latency factor must be greater than 0 and at most 100",

@@ -130,3 +130,22 @@ def test_thinking_off_reaches_the_template(
         base = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
     closed = _prompt_tokens(templated, path, {**base, **off})
     assert closed > _prompt_tokens(templated, path, {**base, **on})
+
+
+def test_the_marker_takes_no_token_of_the_answer(thinking_model: Path, qwen3: SimServer) -> None:
+    """The marker goes between the reasoning and the content: the two read as the same
+    answer without a parser, less its last token (the marker took its place in the count)."""
+    body = {"seed": 7, "return_token_ids": True}
+    plain = SimServer([], model=str(thinking_model))
+    with plain, httpx.Client(base_url=plain.url, timeout=30) as client:
+        whole = json_ok(post(client, CHAT, _body(plain, **body)))["choices"][0]
+    with httpx.Client(base_url=qwen3.url, timeout=30) as client:
+        split = json_ok(post(client, CHAT, _body(qwen3, **body)))["choices"][0]
+    ids = whole["token_ids"]
+    assert split["token_ids"] == [
+        *ids[:REASONING],
+        split["token_ids"][REASONING],
+        *ids[REASONING:-1],
+    ]
+    message = split["message"]
+    assert whole["message"]["content"].startswith(message["reasoning"] + message["content"])

@@ -129,8 +129,9 @@ def test_admin_updates_the_latency_factor_and_refuses_a_bad_one() -> None:
     ("phases", "message"),
     [
         ('[{"duration": "1s"}, {"latency-factor": 2}]', "phases[1].duration: required"),
-        ('[{"duration": "-1s"}]', "phases[0].duration: duration must be greater than 0s"),
-        ('[{"duration": "0s"}]', "phases[0].duration: duration must be greater than 0s, got 0s"),
+        ('[{"duration": "-1s"}]', "phases[0].duration: duration must be at least 10ms"),
+        ('[{"duration": "0s"}]', "phases[0].duration: duration must be at least 10ms, got 0s"),
+        ('[{"duration": "1ns"}]', "phases[0].duration: duration must be at least 10ms, got 1ns"),
         ('[{"duration": "169h"}]', "phases[0].duration: duration cannot be more than 168h0m0s"),
         ('[{"duration": "5"}]', 'phases[0].duration: time: missing unit in duration "5"'),
         ('[{"duration": 5}]', "phases[0].duration: expected a duration such as 30s or 1m30s"),

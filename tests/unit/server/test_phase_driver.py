@@ -143,6 +143,26 @@ def test_a_late_timer_does_not_shift_the_boundaries_after_it() -> None:
     ]
 
 
+def test_a_loop_stalled_past_several_boundaries_skips_the_phases_it_missed() -> None:
+    """Boundaries missed while the loop stalled are not replayed: the timer enters the phase
+    in force when it fires, and the boundaries after it stay on the exact timeline."""
+    schedule = PhaseSchedule(tuple(phase(1, latency_factor=float(i + 1)) for i in range(6)))
+
+    def stall(driver: PhaseDriver, target: Recorder) -> None:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualTimeLoop)
+        loop.call_at(0.5, loop.advance, 3.0)  # the loop wakes at 3.5 s
+
+    target = drive(schedule, 10, during=stall)
+    assert [(t, factor) for t, _, factor in target.actions] == [
+        (0.0, 1.0),
+        (3.5, 4.0),  # phases 2 and 3 (1-3 s) never entered
+        (4.0, 5.0),
+        (5.0, 6.0),
+        (6.0, 1.0),  # over: the configured values
+    ]
+
+
 def test_a_repeating_schedule_loops_until_stopped() -> None:
     schedule = PhaseSchedule((phase(1, latency_factor=2.0), phase(2, latency_factor=3.0)), True)
     target = drive(schedule, 7.5)

@@ -344,7 +344,8 @@ def _as_message(seq: Sequence) -> ChatMessage:
             None,
             [ToolCall(FunctionCall(call.name, call.arguments), f"call_{call.id}")],
         )
-    return ChatMessage("assistant", "".join(seq.output_pieces))
+    # The reasoning stays out of the history, as vLLM's rebuilt conversation leaves it.
+    return ChatMessage("assistant", "".join(seq.output_pieces[seq.reasoning_tokens :]))
 
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
