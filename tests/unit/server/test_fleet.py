@@ -335,4 +335,4 @@ def test_an_instance_runs_the_schedule_its_entry_gives(tmp_path: Path) -> None:
     bad = "instances:\n  - phases:\n      - duration: 0s\n"
     assert fleet_error(
         [*BASE, "--num-instances", "2", "--fleet-config", fleet_file(tmp_path, bad)]
-    ).startswith("fleet-config instance 0: phases[0].duration: duration must be greater")
+    ).startswith("fleet-config instance 0: phases[0].duration: duration must be at least 10ms")
