@@ -174,3 +174,12 @@ def test_deprecated_wait_flag_and_bad_parameters(client: httpx.Client) -> None:
     assert not _is_paused(client)
     assert client.get("/pause").status_code == 405
     assert client.post("/is_paused").status_code == 405
+
+
+def test_a_paused_engine_reads_as_sleeping(client: httpx.Client) -> None:
+    """vLLM 0.32's /is_sleeping counts a paused scheduler as sleeping."""
+    assert client.get("/is_sleeping").json() == {"is_sleeping": False}
+    json_ok(client.post("/pause"))
+    assert client.get("/is_sleeping").json() == {"is_sleeping": True}
+    json_ok(client.post("/resume"))
+    assert client.get("/is_sleeping").json() == {"is_sleeping": False}

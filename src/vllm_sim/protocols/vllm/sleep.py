@@ -64,6 +64,10 @@ class SleepMode:
     def asleep(self) -> bool:
         return bool(self._engine.view.asleep)
 
+    @property
+    def paused(self) -> bool:
+        return self._engine.view.paused is not None
+
     def sleep(self, level: int) -> None:
         """Frees the weights and the KV cache at vLLM's `level` (1 or 2)."""
         with self._metrics.operation("sleep"):
@@ -97,6 +101,7 @@ def sleep_handlers(mode: SleepMode) -> tuple[Handler, Handler, Handler]:
         return json_response({"status": status, "tags": tags or None})
 
     async def is_sleeping(request: HttpRequest) -> AnyResponse:
-        return json_response({"is_sleeping": mode.asleep})
+        # vLLM 0.32's engine counts a paused scheduler (POST /pause) as sleeping too.
+        return json_response({"is_sleeping": mode.asleep or mode.paused})
 
     return sleep, wake_up, is_sleeping
