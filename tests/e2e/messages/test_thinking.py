@@ -12,6 +12,7 @@ import anthropic
 import httpx
 import pytest
 
+from tests.support.http import json_ok
 from tests.support.named_sse import MESSAGES, Event, stream_events
 from tests.support.server import SimServer
 
@@ -36,10 +37,7 @@ def _post(sim: SimServer, **extra: Any) -> httpx.Response:
 
 
 def _create(sim: SimServer, **extra: Any) -> dict[str, Any]:
-    response = _post(sim, **extra)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
+    return json_ok(_post(sim, **extra))
 
 
 def _events(sim: SimServer, **extra: Any) -> list[Event]:

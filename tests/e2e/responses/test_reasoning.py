@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from tests.support.errors import assert_openai_error
+from tests.support.http import json_ok
 from tests.support.named_sse import RESPONSES, Event, stream_events
 from tests.support.server import SimServer
 
@@ -37,10 +38,7 @@ def _body(sim: SimServer, **extra: Any) -> dict[str, Any]:
 
 def _create(sim: SimServer, **extra: Any) -> dict[str, Any]:
     with httpx.Client(base_url=sim.url, timeout=30) as client:
-        response = client.post(RESPONSES, json=_body(sim, **extra))
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
+        return json_ok(client.post(RESPONSES, json=_body(sim, **extra)))
 
 
 def _events(sim: SimServer, **extra: Any) -> list[Event]:

@@ -43,6 +43,7 @@ from vllm_sim.protocols.common.conversation import (
 )
 from vllm_sim.protocols.common.encoding import named_event
 from vllm_sim.protocols.common.logprobs import ChatLogprobs, check_logprobs_count
+from vllm_sim.protocols.common.sampling import ReasoningEffort
 from vllm_sim.protocols.common.tools import (
     parse_tool_choice,
     parse_tools,
@@ -348,7 +349,7 @@ def _as_message(seq: Sequence) -> ChatMessage:
     return ChatMessage("assistant", "".join(seq.output_pieces[seq.reasoning_tokens :]))
 
 
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+# The efforts vLLM's chat body takes, which its Responses body takes too.
 _EFFORTS: frozenset[str] = frozenset(ReasoningEffort.__args__)  # type: ignore[attr-defined]
 
 
