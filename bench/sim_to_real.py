@@ -20,7 +20,9 @@ with the measured ones.
 from __future__ import annotations
 
 import json
+import math
 import os
+import tempfile
 import random
 import statistics
 from collections.abc import Iterable, Sequence
@@ -33,6 +35,7 @@ from vllm_sim.config import load_startup
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
 from vllm_sim.whatif.prompts import random_ids
+from vllm_sim.whatif.results import RequestRecord
 from vllm_sim.whatif.simulation import Replay
 from vllm_sim.whatif.trace import Trace, TraceRequest
 
@@ -64,6 +67,7 @@ class RealRun:
     groups: int
     stages: tuple[Stage, ...]
     real: dict[str, float]  # METRICS -> ms
+    stages_real: tuple[dict[str, float], ...]  # per stage, METRICS -> ms
     others: dict[str, dict[str, float]] = field(default_factory=dict)  # sim -> metric -> %
 
     @classmethod
@@ -90,6 +94,10 @@ class RealRun:
             int(shape["n_sys"]),
             tuple(Stage(float(rate), float(secs)) for rate, secs in shape["stages"]),
             {m: float(whole[m]) for m in METRICS},
+            tuple(
+                {m: float(record["real"][str(i)][m]) for m in METRICS}
+                for i in range(len(shape["stages"]))
+            ),
             others,
         )
 
@@ -168,14 +176,27 @@ class Outcome:
     simulated: dict[str, float]  # METRICS -> ms
     requests: int
     failed: int
+    stages: tuple[dict[str, float], ...] = ()  # per stage, METRICS -> ms
 
     def error(self, metric: str) -> float:
         """Signed relative error of the simulated whole-run mean."""
         return self.simulated[metric] / self.run.real[metric] - 1
 
 
-def simulate(run: RealRun, scale: float = 1.0, seed: int = 0, extra: Sequence[str] = ()) -> Outcome:
-    """Replays `run` (its stages `scale` as long) and returns its simulated means."""
+def simulate(
+    run: RealRun,
+    scale: float = 1.0,
+    seed: int = 0,
+    extra: Sequence[str] = (),
+    coefficients: dict[str, float] | None = None,
+) -> Outcome:
+    """Replays `run` (its stages `scale` as long) and returns its simulated means, with
+    the step model's `coefficients` (GpuSpec fields) if given."""
+    extra = list(extra)
+    if coefficients:
+        spec = Path(tempfile.mkdtemp(prefix="s2r-")) / "coefficients.json"
+        spec.write_text(json.dumps(coefficients), encoding="utf-8")
+        extra += ["--gpu-spec-file", str(spec)]
     cfg = load_startup(server_flags(run, extra), {}).config
     times = arrivals(run, seed, scale)
     trace = Trace(
@@ -194,18 +215,45 @@ def simulate(run: RealRun, scale: float = 1.0, seed: int = 0, extra: Sequence[st
         "itl_mean": statistics.fmean(r.itl for r in done if r.itl is not None) * 1000,
         "e2e_mean": statistics.fmean(r.e2e for r in done if r.e2e is not None) * 1000,
     }
-    return Outcome(run, simulated, len(result.records), len(result.records) - len(done))
+    bounds = []
+    start = 0.0
+    for stage in run.stages:
+        bounds.append((start, start + stage.seconds * scale))
+        start += stage.seconds * scale
+    stages = []
+    for low, high in bounds:
+        inside = [r for r in done if low <= r.arrival < high]
+        stages.append(_means(inside))
+    return Outcome(
+        run, simulated, len(result.records), len(result.records) - len(done), tuple(stages)
+    )
 
 
-def _simulate_args(args: tuple[RealRun, float, int, tuple[str, ...]]) -> Outcome:
+def _means(records: Sequence[RequestRecord]) -> dict[str, float]:
+    if not records:
+        return {m: math.nan for m in METRICS}
+    return {
+        "ttft_mean": statistics.fmean(r.ttft for r in records if r.ttft is not None) * 1000,
+        "itl_mean": statistics.fmean(r.itl for r in records if r.itl is not None) * 1000,
+        "e2e_mean": statistics.fmean(r.e2e for r in records if r.e2e is not None) * 1000,
+    }
+
+
+def _simulate_args(
+    args: tuple[RealRun, float, int, tuple[str, ...], dict[str, float] | None],
+) -> Outcome:
     return simulate(*args)
 
 
 def simulate_all(
-    runs: Iterable[RealRun], scale: float = 1.0, extra: Sequence[str] = (), workers: int = 0
+    runs: Iterable[RealRun],
+    scale: float = 1.0,
+    extra: Sequence[str] = (),
+    workers: int = 0,
+    coefficients: dict[str, float] | None = None,
 ) -> list[Outcome]:
     """Every run, in parallel processes (one per core unless `workers`)."""
-    jobs = [(run, scale, 0, tuple(extra)) for run in runs]
+    jobs = [(run, scale, 0, tuple(extra), coefficients) for run in runs]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     if workers <= 1:
         return [_simulate_args(job) for job in jobs]

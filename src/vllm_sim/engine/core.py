@@ -302,6 +302,13 @@ class Engine:
         self._admission_deferred = False
         self.admit()
 
+    def next_waiting(self) -> Sequence | None:
+        """The oldest sequence waiting to start, left in the queue; None if none waits."""
+        for seq in self._queue:
+            if seq.state is SeqState.WAITING:
+                return seq
+        return None
+
     def start_next(self) -> Sequence | None:
         """Starts the oldest waiting sequence that may start now; None if none may."""
         seq = self._pop_admissible()

@@ -30,28 +30,36 @@ class GpuSpec:
     fp8_tflops: float | None  # None: no FP8 tensor cores (A100)
     memory_gb: float
     bandwidth_tbps: float
-    # Fraction of peak bandwidth a decode step reaches streaming weights (BLIS's fitted
-    # 0.735; Vidur measures 0.68-0.69 without CUDA graphs, the set B batch-1 step 0.79).
+    # Between two GPUs of one server, each direction, in GB/s: NVLink where the GPU has it,
+    # else its PCIe link. Tensor-parallel all-reduces move their bytes at this rate.
+    link_gbps: float = 450.0
+    # The coefficients of the step model (roofline.py), fitted to the calibration set of
+    # real vLLM runs (bench/sim_to_real.py; the docs' timing table gives each one's
+    # source). Fractions of a peak are at most 1.
+    # Fraction of peak bandwidth a decode step reaches streaming weights.
     weight_bandwidth_efficiency: float = 0.735
-    # The same for KV cache reads, which are gathered block by block. BLIS fits 0.513,
-    # and set B's per-step profile agrees; but real runs decode large batches faster
-    # than that: with 0.513 the replay of set B's own 300-request vLLM run comes out
-    # 17% slow per token and the BLIS H100 run at 20 req/s 12% slow. 0.6 keeps every
-    # set B step within 9% and brings both runs within 8% (bench/fidelity.py).
+    # The same for KV cache reads, gathered block by block by the attention kernels.
     kv_bandwidth_efficiency: float = 0.6
-    # End-to-end model FLOPs utilisation of a compute-bound step. The set B 1024-token
-    # prefill (47.9 ms on the RTX PRO 6000's 503.8 TFLOPS) implies 0.61 once the step
-    # overhead is taken off; 0.6 is that, rounded, and inside the spec's range: Vidur's
-    # 0.55-0.65 for GEMMs, where BLIS's 0.38-0.45 folds in overheads that are separate
-    # terms here. Decode-only steps are memory-bound and do not depend on it.
+    # Model FLOPs utilisation of a compute-bound (prefill) step.
     compute_efficiency: float = 0.6
-    # Launch, scheduling and sampling cost of a step, the spec's 0.5 ms (BLIS fits
-    # 126 us + 32 us per layer).
+    # vLLM's CPU time of one step whatever it holds: scheduling, input preparation,
+    # sampling, the output's hand-over to the API server.
     step_overhead_s: float = 0.0005
-    # Per scheduled sequence: input preparation, sampling, detokenization (BLIS: 4.4 us).
+    # Per decoder layer and step: kernel boundaries a CUDA graph keeps.
+    layer_overhead_s: float = 0.0
+    # Per decoder layer of a step that holds a prefill chunk: such steps run outside the
+    # full CUDA graph (piecewise graphs, attention launched eagerly).
+    prefill_layer_overhead_s: float = 0.0
+    # Per scheduled sequence and step: input preparation, sampling, detokenization.
     per_request_overhead_s: float = 4.4e-6
-    # One tensor-parallel all-reduce of a layer's activations; a layer has two.
+    # The fixed latency of one tensor-parallel all-reduce (launch and synchronization);
+    # its bytes cost 2 (n-1)/n of the message over link_gbps on top. A layer has two.
     allreduce_s: float = 15e-6
+    # vLLM's API server per request, from its arrival to the engine's scheduler: HTTP,
+    # the chat template, tokenization, the hand-over to the engine core.
+    api_server_s: float = 0.0
+    # The same per prompt token (tokenizing and hashing the prompt's blocks).
+    api_server_s_per_token: float = 0.0
     # What an hour of one GPU costs, in dollars, for capacity planning: indicative
     # on-demand cloud prices (they vary by provider and contract: --gpu-cost or a
     # --gpu-spec-file sets the ones that apply). 0: unknown.
@@ -80,7 +88,16 @@ class GpuSpec:
 # Overheads may be switched off; every other number must be positive, efficiencies at
 # most 1.
 _MAY_BE_ZERO: Final = frozenset(
-    {"step_overhead_s", "per_request_overhead_s", "allreduce_s", "cost_per_hour"}
+    {
+        "step_overhead_s",
+        "layer_overhead_s",
+        "prefill_layer_overhead_s",
+        "per_request_overhead_s",
+        "allreduce_s",
+        "api_server_s",
+        "api_server_s_per_token",
+        "cost_per_hour",
+    }
 )
 _FRACTIONS: Final = frozenset(
     {"weight_bandwidth_efficiency", "kv_bandwidth_efficiency", "compute_efficiency"}

@@ -124,24 +124,51 @@ class StepLoad:
 
 
 class StepTimeModel(Protocol):
-    """How long a step takes, from what it computes."""
+    """How long a step takes, from what it computes, and how long a request spends in the
+    API server before the scheduler sees it."""
 
     def step_seconds(self, load: StepLoad) -> float: ...
 
+    def admission_delay(self, prompt_tokens: int) -> float: ...
+
 
 class RooflineModel:
-    """Section 2 of the performance-model spec: step time from a model's shape and a
-    GPU's peaks. Immutable once built; every per-step constant is folded here so a step
-    costs a few multiplications."""
+    """Section 2 of the performance-model spec, with the terms the calibration set of real
+    vLLM runs showed it needs: step time from a model's shape, a GPU's peaks and link, and
+    the step model's coefficients (gpus.py). Immutable once built; every per-step
+    constant is folded here so a step costs a few multiplications.
+
+    A step lasts max(compute, memory) plus its overheads:
+    - compute: its FLOPs at `compute_efficiency` of the tensor peak;
+    - memory: the weights it streams (an MoE step only the experts its tokens route to)
+      at `weight_bandwidth_efficiency` of the bandwidth, its KV reads at
+      `kv_bandwidth_efficiency`;
+    - overheads: `step_overhead_s`, `layer_overhead_s` per layer, `prefill_layer_overhead_s`
+      per layer when it holds a prefill chunk, `per_request_overhead_s` per sequence, and
+      under tensor parallelism two all-reduces a layer of the step's activations plus the
+      gather of the sampled logits, each `allreduce_s` plus its bytes over the link.
+    A request also spends `api_server_s` (+ `api_server_s_per_token` per prompt token) in
+    vLLM's API server before the scheduler sees it: `admission_delay`.
+    """
 
     __slots__ = (
+        "_activation_bytes_per_token",
+        "_allreduce_s",
+        "_expert_weight_s",
+        "_experts",
+        "_experts_per_token",
         "_fixed_s",
         "_kv_s_per_token",
+        "_link_s_per_byte",
+        "_logit_bytes_per_sample",
         "_per_request_s",
+        "_prefill_fixed_s",
         "_s_per_attention_pair",
         "_s_per_sample",
         "_s_per_token",
         "_weight_s",
+        "api_per_token_s",
+        "api_s",
         "compute_dtype",
         "gpu",
         "kv_bytes",
@@ -181,13 +208,38 @@ class RooflineModel:
         attention = 4 * shape.layers * shape.heads * shape.head_dim
         self._s_per_attention_pair = attention / flops_per_s
 
-        bandwidth = gpu.bandwidth_bytes_per_s
-        weight_read = self.weight_bytes_read() / tensor_parallel
-        self._weight_s = weight_read / (bandwidth * gpu.weight_bandwidth_efficiency)
-        self._kv_s_per_token = self.kv_bytes_per_token() / (bandwidth * gpu.kv_bandwidth_efficiency)
-        allreduce = 2 * shape.layers * gpu.allreduce_s if tensor_parallel > 1 else 0.0
-        self._fixed_s = gpu.step_overhead_s + allreduce
+        bandwidth = gpu.bandwidth_bytes_per_s * gpu.weight_bandwidth_efficiency
+        expert_bytes = shape.expert_params() * self.weight_bytes
+        self._weight_s = (self.weight_bytes_read() - expert_bytes) / tensor_parallel / bandwidth
+        self._expert_weight_s = expert_bytes / tensor_parallel / bandwidth
+        self._experts = shape.experts
+        self._experts_per_token = shape.experts_per_token
+        self._kv_s_per_token = self.kv_bytes_per_token() / (
+            gpu.bandwidth_bytes_per_s * gpu.kv_bandwidth_efficiency
+        )
+        self._fixed_s = gpu.step_overhead_s + shape.layers * gpu.layer_overhead_s
+        self._prefill_fixed_s = shape.layers * gpu.prefill_layer_overhead_s
         self._per_request_s = gpu.per_request_overhead_s
+        # Tensor parallelism: a ring all-reduce moves 2 (n-1)/n of its message per GPU,
+        # a gather (n-1)/n; activations and logits travel in 16 bits.
+        if tensor_parallel > 1:
+            share = (tensor_parallel - 1) / tensor_parallel
+            self._allreduce_s = gpu.allreduce_s
+            self._link_s_per_byte = share / (gpu.link_gbps * 1e9)
+            # Per token: 2 all-reduces a layer, each of `hidden` 16-bit values, moved
+            # twice around the ring.
+            self._activation_bytes_per_token = 2 * 2 * shape.layers * shape.hidden * 2.0
+            self._logit_bytes_per_sample = 2.0 * shape.vocab
+        else:
+            self._allreduce_s = self._link_s_per_byte = 0.0
+            self._activation_bytes_per_token = self._logit_bytes_per_sample = 0.0
+        self.api_s = gpu.api_server_s
+        self.api_per_token_s = gpu.api_server_s_per_token
+
+    def admission_delay(self, prompt_tokens: int) -> float:
+        """Seconds a request of `prompt_tokens` spends in vLLM's API server before its
+        engine's scheduler may see it."""
+        return self.api_s + prompt_tokens * self.api_per_token_s
 
     def _embedding_bytes(self) -> float:
         return max(self.weight_bytes, _UNQUANTIZED_BYTES)
@@ -215,13 +267,16 @@ class RooflineModel:
         """Seconds one step of `load` takes; 0.0 for a step with nothing scheduled."""
         if load.requests == 0:
             return 0.0
+        tokens = load.prefill_tokens + load.decode_seqs
         compute = (
-            (load.prefill_tokens + load.decode_seqs) * self._s_per_token
+            tokens * self._s_per_token
             + load.sampled * self._s_per_sample
             + (load.prefill_attention + load.decode_context) * self._s_per_attention_pair
         )
         memory = (
-            self._weight_s + (load.decode_context + load.prefill_kv_tokens) * self._kv_s_per_token
+            self._weight_s
+            + self._expert_weight_s * self._experts_read(tokens + load.draft_tokens)
+            + (load.decode_context + load.prefill_kv_tokens) * self._kv_s_per_token
         )
         if load.draft_tokens:
             # Verified drafts are more query positions of sequences whose KV the step
@@ -230,8 +285,30 @@ class RooflineModel:
                 load.draft_tokens * (self._s_per_token + self._s_per_sample)
                 + load.draft_context * self._s_per_attention_pair
             )
+            tokens += load.draft_tokens
         busy = compute if compute > memory else memory
-        return busy + self._fixed_s + load.requests * self._per_request_s
+        fixed = self._fixed_s + load.requests * self._per_request_s
+        if load.prefill_tokens:
+            fixed += self._prefill_fixed_s
+        if self._allreduce_s or self._link_s_per_byte:
+            fixed += self._communication_s(tokens, load.sampled)
+        return busy + fixed
+
+    def _experts_read(self, tokens: int) -> float:
+        """The share of an MoE model's experts a step of `tokens` tokens reads (1.0 for a
+        dense model, whose expert bytes are 0): each token routes to k of E experts,
+        taken as uniform and independent, so an expert is idle with (1 - k/E)^tokens."""
+        if self._experts == 0:
+            return 1.0
+        idle = (1.0 - self._experts_per_token / self._experts) ** tokens
+        return 1.0 - idle
+
+    def _communication_s(self, tokens: int, sampled: int) -> float:
+        """Tensor parallelism: two all-reduces a layer of the tokens' activations, and one
+        gather of the sampled positions' logits."""
+        layers = 2 * self.shape.layers + 1
+        moved = tokens * self._activation_bytes_per_token + sampled * self._logit_bytes_per_sample
+        return layers * self._allreduce_s + moved * self._link_s_per_byte
 
     def num_gpu_blocks(
         self,

@@ -19,6 +19,9 @@ from typing import Any, Final
 _PLAIN_MLP_TYPES: Final = frozenset(
     {"gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "gpt_bigcode", "starcoder2", "phi"}
 )
+# MoE architectures with one always-on shared expert as wide as a routed one, which their
+# config.json does not name (Llama 4's feed-forward is a routed expert plus a shared one).
+_SHARED_EXPERT_OF_EXPERT_WIDTH: Final = frozenset({"llama4", "llama4_text"})
 _EXPERT_COUNT_KEYS: Final = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
@@ -136,6 +139,14 @@ class ModelShape:
         query_and_output = 2 * self.hidden * self.heads * self.head_dim
         key_and_value = 2 * self.hidden * self.kv_heads * self.head_dim
         return query_and_output + key_and_value
+
+    def expert_params(self) -> int:
+        """Every routed expert's parameters, all layers (0 for a dense model): the part of
+        the weights a step reads only where its tokens route."""
+        if not self.is_moe:
+            return 0
+        matrices = 3 if self.gated_mlp else 2
+        return self.layers * self.experts * matrices * self.hidden * self.moe_intermediate
 
     def embedding_params(self) -> int:
         """The token embedding plus the LM head (one matrix when they are tied)."""
@@ -381,6 +392,8 @@ def _mlp_widths(keys: _ConfigKeys) -> tuple[int, int, int, int, int]:
     if moe_intermediate <= 0:
         raise ValueError(f"{label}: missing 'moe_intermediate_size'")
     shared = keys.optional("shared_expert_intermediate_size", 0)
+    if not shared and config.get("model_type") in _SHARED_EXPERT_OF_EXPERT_WIDTH:
+        shared = moe_intermediate
     if not shared and config.get("n_shared_experts") is not None:
         shared = _positive(config["n_shared_experts"], "n_shared_experts", label)
         shared *= moe_intermediate

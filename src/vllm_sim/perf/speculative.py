@@ -134,6 +134,9 @@ class DraftingStepModel:
             return seconds
         return seconds + self.passes * self.share * self.target.step_seconds(_drafting(load))
 
+    def admission_delay(self, prompt_tokens: int) -> float:
+        return self.target.admission_delay(prompt_tokens)
+
 
 def _drafting(load: StepLoad) -> StepLoad:
     """One drafter pass as a decode step: every sequence that sampled, at the decoding

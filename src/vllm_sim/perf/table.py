@@ -109,6 +109,11 @@ class TableModel:
         self.decode_axis = decode_axis
         self.source = source
 
+    def admission_delay(self, prompt_tokens: int) -> float:
+        """None: a table times the engine's steps alone (its prefill curve, measured as
+        time to first token, already holds what the API server adds)."""
+        return 0.0
+
     def step_seconds(self, load: StepLoad) -> float:
         """Seconds one step of `load` takes; 0.0 for a step with nothing scheduled."""
         if load.requests == 0:

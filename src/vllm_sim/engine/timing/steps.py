@@ -79,6 +79,8 @@ class StepLoop:
         self._preempted_in_step = False
         self._frozen_left: float | None = None  # what a frozen step had left to run
         self.steps = 0  # steps run since start (tests and the fidelity benchmark read it)
+        # A request reaches the scheduler this long after it arrived (vLLM's API server).
+        self._admission_delay = step_model.admission_delay
 
     def attach(self, core: SchedulerCore) -> None:
         self._core = core
@@ -207,6 +209,8 @@ class StepLoop:
         while budget > 0 and core.num_running < core.limits.max_num_seqs:
             if time.perf_counter() >= turn.ends:
                 break  # a burst larger than a turn's work waits for the next step
+            if self._ready_at(core.next_waiting()) > step.started:
+                break  # still in the API server: a later step admits it
             seq = core.start_next()
             if seq is None:
                 break
@@ -214,9 +218,21 @@ class StepLoop:
             if seq.state is SeqState.RUNNING and seq.deadline <= step.started:
                 budget -= self._schedule_chunk(step, load, seq, budget)
 
+    def _ready_at(self, seq: Sequence | None) -> float:
+        """When waiting `seq` reaches the scheduler (its arrival plus the API server's
+        time); 0.0 for none."""
+        if seq is None:
+            return 0.0
+        return seq.t_submitted + self._admission_delay(seq.prompt_tokens)
+
     def _wait_for_transfers(self) -> None:
-        """With nothing to compute but KV on its way, the next step starts when it lands."""
+        """With nothing to compute but KV on its way or a request still in the API server,
+        the next step starts when the first of them is ready."""
         pending = [seq.deadline for seq in self._running.values() if seq.deadline > 0.0]
+        if self._lifecycle.paused is None:
+            ready = self._ready_at(self._core.next_waiting())
+            if ready > self._clock():
+                pending.append(ready)
         if pending and self._kick is None:
             self._kick = self._scheduler.call_at(min(pending), self._kicked)
 

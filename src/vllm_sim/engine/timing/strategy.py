@@ -63,6 +63,10 @@ class SchedulerCore(Protocol):
     @property
     def num_running(self) -> int: ...
 
+    def next_waiting(self) -> Sequence | None:
+        """The oldest sequence waiting to start, left in the queue."""
+        ...
+
     admitting: bool  # True while admit_waiting runs: a sequence that ends inline re-enters it
 
     @property
