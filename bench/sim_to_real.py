@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import fidelity, report
+from bench.options import Options
+from bench.report import BenchReport, Figure
 from vllm_sim.config import load_startup
 from vllm_sim.engine.request import GenerationRequest, Prompt
 from vllm_sim.engine.tokenizer import SimulatedTokenizer
@@ -279,6 +282,59 @@ def table(outcomes: Sequence[Outcome]) -> str:
     worst_ttft = max(o.error("ttft_mean") for o in outcomes)
     lines.append(f"median |error|  {medians}  worst E2E {worst_e2e:.1%}  worst TTFT over {worst_ttft:+.1%}")
     return "\n".join(lines)
+
+
+NAME = "sim-to-real"
+
+
+def run(opts: Options) -> BenchReport:
+    """Every calibration run (quick: each stage a fifth as long), then the RTX PRO 6000
+    trace; the figures are whole-run means, simulated beside measured."""
+    rep = BenchReport(NAME, "9. Sim-to-real: the calibration set of real vLLM runs")
+    outcomes = simulate_all(load_runs(), 0.2 if opts.quick else 1.0)
+    for outcome in outcomes:
+        for metric in METRICS:
+            rep.figures.append(
+                Figure(
+                    NAME,
+                    f"{outcome.run.label} {metric}",
+                    outcome.simulated[metric],
+                    outcome.run.real[metric],
+                    higher_is_better=False,
+                )
+            )
+        if outcome.failed:
+            rep.problems.append(f"{outcome.run.label}: {outcome.failed} requests failed")
+    simulated, measured = fidelity.replay_trace()
+    for name, field_name in (("ttft_mean", "ttft_mean"), ("itl_mean", "tpot_mean"), ("e2e_mean", "latency_mean")):
+        rep.figures.append(
+            Figure(
+                NAME,
+                f"{TRACE_LABEL} {name}",
+                getattr(simulated, field_name) * 1000,
+                getattr(measured, field_name) * 1000,
+                higher_is_better=False,
+            )
+        )
+    _outcomes[rep.name] = outcomes
+    return rep
+
+
+TRACE_LABEL = "rtx-pro-6000-llama-3.1-8b-sharegpt-trace"
+_outcomes: dict[str, list[Outcome]] = {}
+
+
+def show(rep: BenchReport) -> None:
+    outcomes = _outcomes.get(rep.name)
+    if outcomes:
+        print(table(outcomes))
+    rows = [
+        [f.metric.removeprefix(TRACE_LABEL + " "), f"{f.sim:.1f}", f"{f.base:.1f}", f"{f.sim / f.base - 1:+.1%}"]
+        for f in rep.figures
+        if f.metric.startswith(TRACE_LABEL)
+    ]
+    print(f"{TRACE_LABEL} (past saturation; TPOT as ITL, latency as E2E):")
+    print(report.table(["figure", "simulated", "measured", "error"], rows))
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ def shared_prefix_trace(requests: int, prefixes: int, blocks: int, seed: int = 1
 
 
 def run(opts: Options) -> BenchReport:
-    rep = BenchReport(NAME, "12. What-if: replay in simulated time")
+    rep = BenchReport(NAME, "13. What-if: replay in simulated time")
     cfg = load_config(TRACE_FLAGS, {})
     trace = read_trace(TRACE)
     simulated = replay(cfg, trace)

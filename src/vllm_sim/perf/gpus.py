@@ -33,33 +33,39 @@ class GpuSpec:
     # Between two GPUs of one server, each direction, in GB/s: NVLink where the GPU has it,
     # else its PCIe link. Tensor-parallel all-reduces move their bytes at this rate.
     link_gbps: float = 450.0
-    # The coefficients of the step model (roofline.py), fitted to the calibration set of
-    # real vLLM runs (bench/sim_to_real.py; the docs' timing table gives each one's
-    # source). Fractions of a peak are at most 1.
+    # Where GPUs are linked each to each rather than through a switch (MI300X's Infinity
+    # Fabric mesh): the bandwidth to one peer, so a group of n reaches (n-1) times it, at
+    # most link_gbps. 0: a switch (NVSwitch) or PCIe, link_gbps whatever the group.
+    link_gbps_per_peer: float = 0.0
+    # The coefficients of the step model (roofline.py), one set fitted to the calibration
+    # set of 13 real vLLM runs on H100 (bench/sim_to_real.py: scipy's least_squares over
+    # each stage's mean TTFT and ITL, soft-L1 loss, within physical bounds; efficiencies
+    # at most 1, compute at most 0.85, about what large cuBLAS GEMMs reach on H100).
+    # docs/timing-model.md gives each one's source. Fractions of a peak are at most 1.
     # Fraction of peak bandwidth a decode step reaches streaming weights.
-    weight_bandwidth_efficiency: float = 0.735
+    weight_bandwidth_efficiency: float = 0.72
     # The same for KV cache reads, gathered block by block by the attention kernels.
-    kv_bandwidth_efficiency: float = 0.6
+    kv_bandwidth_efficiency: float = 0.63
     # Model FLOPs utilisation of a compute-bound (prefill) step.
-    compute_efficiency: float = 0.6
+    compute_efficiency: float = 0.85
     # vLLM's CPU time of one step whatever it holds: scheduling, input preparation,
     # sampling, the output's hand-over to the API server.
-    step_overhead_s: float = 0.0005
+    step_overhead_s: float = 0.00042
     # Per decoder layer and step: kernel boundaries a CUDA graph keeps.
-    layer_overhead_s: float = 0.0
+    layer_overhead_s: float = 8e-6
     # Per decoder layer of a step that holds a prefill chunk: such steps run outside the
     # full CUDA graph (piecewise graphs, attention launched eagerly).
-    prefill_layer_overhead_s: float = 0.0
+    prefill_layer_overhead_s: float = 40e-6
     # Per scheduled sequence and step: input preparation, sampling, detokenization.
-    per_request_overhead_s: float = 4.4e-6
+    per_request_overhead_s: float = 1.2e-6
     # The fixed latency of one tensor-parallel all-reduce (launch and synchronization);
     # its bytes cost 2 (n-1)/n of the message over link_gbps on top. A layer has two.
-    allreduce_s: float = 15e-6
+    allreduce_s: float = 13e-6
     # vLLM's API server per request, from its arrival to the engine's scheduler: HTTP,
     # the chat template, tokenization, the hand-over to the engine core.
-    api_server_s: float = 0.0
+    api_server_s: float = 0.0061
     # The same per prompt token (tokenizing and hashing the prompt's blocks).
-    api_server_s_per_token: float = 0.0
+    api_server_s_per_token: float = 8.5e-6
     # What an hour of one GPU costs, in dollars, for capacity planning: indicative
     # on-demand cloud prices (they vary by provider and contract: --gpu-cost or a
     # --gpu-spec-file sets the ones that apply). 0: unknown.
@@ -84,6 +90,13 @@ class GpuSpec:
     def bandwidth_bytes_per_s(self) -> float:
         return self.bandwidth_tbps * 1e12
 
+    def link_bytes_per_s(self, gpus: int) -> float:
+        """Each direction, from one GPU to the rest of a group of `gpus`."""
+        gbps = self.link_gbps
+        if self.link_gbps_per_peer:
+            gbps = min(gbps, self.link_gbps_per_peer * max(gpus - 1, 1))
+        return gbps * 1e9
+
 
 # Overheads may be switched off; every other number must be positive, efficiencies at
 # most 1.
@@ -97,6 +110,7 @@ _MAY_BE_ZERO: Final = frozenset(
         "api_server_s",
         "api_server_s_per_token",
         "cost_per_hour",
+        "link_gbps_per_peer",
     }
 )
 _FRACTIONS: Final = frozenset(
@@ -114,16 +128,44 @@ def _check_number(key: str, value: object, where: str) -> None:
         raise ValueError(f"{where}: {key} is a fraction of peak, at most 1, not {value!r}")
 
 
+# Link figures, each direction: NVLink 3 (A100) 300 GB/s, NVLink 4 (H100, H200, H20)
+# 450, NVLink 5 (B200, GB200) 900, the H100 NVL's NVLink bridge 300 (pairs); PCIe 4.0 x16
+# 32 GB/s, PCIe 5.0 x16 64; MI300X's Infinity Fabric 64 GB/s to each of its 7 peers.
+# One all-reduce's fixed latency: NVLink GPUs keep the fitted value (vLLM's custom
+# all-reduce); over PCIe vLLM falls back to NCCL through the host bridge, two PCIe round
+# trips more per collective: 30 us, an estimate (no PCIe run is in the calibration set).
+_PCIE_ALLREDUCE_S: Final = 30e-6
+_PCIE4, _PCIE5 = 32.0, 64.0
+
 GPUS: Final[Mapping[str, GpuSpec]] = {
     spec.name: spec
     for spec in (
         GpuSpec(
-            "H100",
+            "H100",  # SXM5
             bf16_tflops=989,
             fp8_tflops=1979,
             memory_gb=80,
             bandwidth_tbps=3.35,
             cost_per_hour=3.0,
+        ),
+        GpuSpec(
+            "H100-PCIe",
+            bf16_tflops=756,
+            fp8_tflops=1513,
+            memory_gb=80,
+            bandwidth_tbps=2.0,
+            link_gbps=_PCIE5,
+            allreduce_s=_PCIE_ALLREDUCE_S,
+            cost_per_hour=2.5,
+        ),
+        GpuSpec(
+            "H100-NVL",
+            bf16_tflops=835,
+            fp8_tflops=1671,
+            memory_gb=94,
+            bandwidth_tbps=3.9,
+            link_gbps=300,
+            cost_per_hour=2.8,
         ),
         GpuSpec(
             "H200",
@@ -133,14 +175,69 @@ GPUS: Final[Mapping[str, GpuSpec]] = {
             bandwidth_tbps=4.8,
             cost_per_hour=3.8,
         ),
-        # SXM; the PCIe card has the same peaks and 1.935 TB/s.
         GpuSpec(
-            "A100-80GB",
+            "H20",
+            bf16_tflops=148,
+            fp8_tflops=296,
+            memory_gb=96,
+            bandwidth_tbps=4.0,
+            cost_per_hour=1.5,
+        ),
+        GpuSpec(
+            "B200",
+            bf16_tflops=2250,
+            fp8_tflops=4500,
+            memory_gb=180,
+            bandwidth_tbps=8.0,
+            link_gbps=900,
+            cost_per_hour=5.5,
+        ),
+        GpuSpec(
+            "GB200",  # one Blackwell GPU of a Grace Blackwell superchip (NVL72)
+            bf16_tflops=2500,
+            fp8_tflops=5000,
+            memory_gb=186,
+            bandwidth_tbps=8.0,
+            link_gbps=900,
+            cost_per_hour=6.5,
+        ),
+        GpuSpec(
+            "A100-80GB",  # SXM4
             bf16_tflops=312,
             fp8_tflops=None,
             memory_gb=80,
             bandwidth_tbps=2.039,
+            link_gbps=300,
             cost_per_hour=1.8,
+        ),
+        GpuSpec(
+            "A100-40GB",  # SXM4
+            bf16_tflops=312,
+            fp8_tflops=None,
+            memory_gb=40,
+            bandwidth_tbps=1.555,
+            link_gbps=300,
+            cost_per_hour=1.3,
+        ),
+        GpuSpec(
+            "A100-80GB-PCIe",
+            bf16_tflops=312,
+            fp8_tflops=None,
+            memory_gb=80,
+            bandwidth_tbps=1.935,
+            link_gbps=_PCIE4,
+            allreduce_s=_PCIE_ALLREDUCE_S,
+            cost_per_hour=1.6,
+        ),
+        GpuSpec(
+            "A100-40GB-PCIe",
+            bf16_tflops=312,
+            fp8_tflops=None,
+            memory_gb=40,
+            bandwidth_tbps=1.555,
+            link_gbps=_PCIE4,
+            allreduce_s=_PCIE_ALLREDUCE_S,
+            cost_per_hour=1.2,
         ),
         GpuSpec(
             "L4",
@@ -148,6 +245,8 @@ GPUS: Final[Mapping[str, GpuSpec]] = {
             fp8_tflops=242,
             memory_gb=24,
             bandwidth_tbps=0.3,
+            link_gbps=_PCIE4,
+            allreduce_s=_PCIE_ALLREDUCE_S,
             cost_per_hour=0.8,
         ),
         GpuSpec(
@@ -156,20 +255,48 @@ GPUS: Final[Mapping[str, GpuSpec]] = {
             fp8_tflops=733,
             memory_gb=48,
             bandwidth_tbps=0.864,
+            link_gbps=_PCIE4,
+            allreduce_s=_PCIE_ALLREDUCE_S,
             cost_per_hour=1.2,
         ),
+        # GeForce figures with FP32 accumulation, which vLLM's GEMMs use (the FP16-
+        # accumulate tensor rate is twice these).
+        GpuSpec(
+            "RTX-4090",
+            bf16_tflops=165.2,
+            fp8_tflops=330.3,
+            memory_gb=24,
+            bandwidth_tbps=1.008,
+            link_gbps=_PCIE4,
+            allreduce_s=_PCIE_ALLREDUCE_S,
+            cost_per_hour=0.4,
+        ),
         # Blackwell GB202, 188 SMs: NVIDIA's RTX Blackwell figures are 503.8 dense
-        # BF16/FP16 tensor TFLOPS (1007.6 sparse) and 1007.6 dense FP8 (2015 sparse), as
-        # spec listings (e.g. hmc-tech.com) reproduce them. The datasheet bandwidth is
-        # 1.792 TB/s; 1.6 is the figure LLMServingSim's set B profile is modelled with,
-        # and the calibration in the tests is against that profile.
+        # BF16/FP16 tensor TFLOPS (1007.6 sparse) and 1007.6 dense FP8 (2015 sparse). The
+        # datasheet bandwidth is 1.792 TB/s; 1.6 is the figure LLMServingSim's set B
+        # profile is modelled with, and the calibration in the tests is against that
+        # profile. Its compute efficiency is set B's: the 1024-token prefill (47.9 ms)
+        # implies 0.61 of the peak once the step's overheads are taken off.
         GpuSpec(
             "RTX-PRO-6000",
             bf16_tflops=503.8,
             fp8_tflops=1007.6,
             memory_gb=96,
             bandwidth_tbps=1.6,
+            compute_efficiency=0.61,
+            link_gbps=_PCIE5,
+            allreduce_s=_PCIE_ALLREDUCE_S,
             cost_per_hour=1.8,
+        ),
+        GpuSpec(
+            "MI300X",
+            bf16_tflops=1307.4,
+            fp8_tflops=2614.9,
+            memory_gb=192,
+            bandwidth_tbps=5.3,
+            link_gbps=448,
+            link_gbps_per_peer=64,
+            cost_per_hour=3.0,
         ),
     )
 }
@@ -178,10 +305,19 @@ GPUS: Final[Mapping[str, GpuSpec]] = {
 # without a leading "nvidia" (so the device names CUDA reports match too).
 _ALIASES: Final = {
     "H100": ("h100sxm", "h100sxm5", "h10080gb", "h10080gbhbm3", "h100sxm580gb"),
+    "H100-PCIe": ("h100pcie80gb", "h100pcie5"),
+    "H100-NVL": ("h100nvl94gb",),
     "H200": ("h200sxm", "h200141gb", "h200sxm141gb", "h200141gbhbm3e"),
+    "H20": (),
+    "B200": ("b200sxm", "b200180gb", "hgxb200"),
+    "GB200": ("gb200nvl72", "gb200nvl"),
     "A100-80GB": ("a100", "a100sxm", "a100sxm4", "a100sxm480gb", "a10080gbsxm", "a100sxm80gb"),
+    "A100-40GB": ("a100sxm440gb", "a10040gbsxm", "a100sxm40gb"),
+    "A100-80GB-PCIe": ("a100pcie", "a100pcie80gb", "a10080gbpcie"),
+    "A100-40GB-PCIe": ("a100pcie40gb", "a10040gbpcie"),
     "L4": (),
     "L40S": (),
+    "RTX-4090": ("geforcertx4090", "4090"),
     "RTX-PRO-6000": (
         "rtxpro6000blackwell",
         "rtxpro6000blackwellserveredition",
@@ -189,6 +325,7 @@ _ALIASES: Final = {
         "rtx6000pro",
         "pro6000",
     ),
+    "MI300X": ("amdinstinctmi300x", "instinctmi300x", "amdmi300x"),
 }
 
 

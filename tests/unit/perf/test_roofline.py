@@ -4,6 +4,7 @@ RTX PRO 6000; set C: vLLM CI's H100 latency run), its shape, and the KV cache si
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from itertools import pairwise
 
 import pytest
@@ -115,8 +116,8 @@ def test_vllm_ci_h100_latency_run_within_25_percent() -> None:
 
 
 def test_the_step_formula() -> None:
-    """Section 2.2 term by term, for a mixed step on two ranks."""
-    gpu = GPUS["H100"]
+    """The step model term by term, for a mixed step on two ranks."""
+    gpu = replace(GPUS["H100"], layer_overhead_s=7e-6, prefill_layer_overhead_s=30e-6)
     model = RooflineModel(LLAMA_8B, gpu, tensor_parallel=2)
     load = StepLoad()
     load.add_prefill(already=512, chunk=2048, completes=False)
@@ -136,10 +137,77 @@ def test_the_step_formula() -> None:
     kv_tokens = (300 + 4000 + 9000) + (512 + 2048) + 100
     kv = kv_tokens * shape.kv_bytes_per_token(2.0, 2)
     bandwidth = gpu.bandwidth_tbps * 1e12
-    memory = weights / (bandwidth * 0.735) + kv / (bandwidth * 0.6)
-    fixed = 0.0005 + 5 * gpu.per_request_overhead_s + 2 * 32 * 15e-6
+    memory = weights / (bandwidth * gpu.weight_bandwidth_efficiency) + kv / (
+        bandwidth * gpu.kv_bandwidth_efficiency
+    )
+    layers = shape.layers
+    # Two ring all-reduces a layer of tokens x hidden 16-bit values, half of each moved
+    # twice; one gather of the sampled logits, half of them moved; 450 GB/s of NVLink.
+    moved = 0.5 * (tokens * 2 * 2 * layers * shape.hidden * 2 + sampled * shape.vocab * 2)
+    communication = (2 * layers + 1) * gpu.allreduce_s + moved / 450e9
+    fixed = (
+        gpu.step_overhead_s
+        + layers * (7e-6 + 30e-6)
+        + 5 * gpu.per_request_overhead_s
+        + communication
+    )
     assert model.step_seconds(load) == pytest.approx(max(compute, memory) + fixed, rel=1e-12)
     assert compute > memory  # 2,151 tokens: past the ridge point
+
+
+def test_a_decode_only_step_pays_no_prefill_overhead() -> None:
+    gpu = replace(GPUS["H100"], prefill_layer_overhead_s=50e-6)
+    model = RooflineModel(LLAMA_8B, gpu)
+    base = RooflineModel(LLAMA_8B, replace(gpu, prefill_layer_overhead_s=0.0))
+    assert model.step_seconds(decode_step(8, 1000)) == base.step_seconds(decode_step(8, 1000))
+    mixed = decode_step(8, 1000)
+    mixed.add_prefill(0, 64, completes=True)
+    extra = model.step_seconds(mixed) - base.step_seconds(mixed)
+    assert extra == pytest.approx(LLAMA_8B.layers * 50e-6)
+
+
+def test_an_moe_decode_step_reads_only_the_experts_its_tokens_route_to() -> None:
+    """Mixtral: 2 of 8 experts a token. One sequence reads a quarter of the experts, 64
+    read all of them but a 0.75^64 sliver; the step time follows."""
+    mixtral = PRESETS["mistralai/Mixtral-8x7B-Instruct-v0.1"]
+    gpu = replace(GPUS["H100"], step_overhead_s=0.0, per_request_overhead_s=0.0)
+    model = RooflineModel(mixtral, gpu)
+    experts = mixtral.expert_params() * 2 / (gpu.bandwidth_tbps * 1e12)
+    experts /= gpu.weight_bandwidth_efficiency
+    one, many = model.step_seconds(decode_step(1, 1)), model.step_seconds(decode_step(64, 1))
+    others = one - 0.25 * experts
+    assert many == pytest.approx(others + (1 - 0.75**64) * experts, rel=1e-3)
+    assert one < 0.5 * many
+
+
+def test_tensor_parallel_traffic_costs_more_over_pcie_than_nvlink() -> None:
+    """Latency plus bandwidth: the same TP2 step pays its bytes over the link, 450 GB/s
+    of NVLink or 64 GB/s of PCIe 5.0, and the PCIe collective's longer latency."""
+    nvlink = GPUS["H100"]
+    pcie = replace(nvlink, link_gbps=64.0, allreduce_s=30e-6)
+    step = prefill_step(2048)
+    fast = RooflineModel(LLAMA_8B, nvlink, tensor_parallel=2).step_seconds(step)
+    slow = RooflineModel(LLAMA_8B, pcie, tensor_parallel=2).step_seconds(step)
+    activations = 2048 * 2 * 2 * LLAMA_8B.layers * LLAMA_8B.hidden * 2 * 0.5
+    logits = LLAMA_8B.vocab * 2 * 0.5
+    expected = (activations + logits) * (1 / 64e9 - 1 / 450e9) + 65 * (30e-6 - nvlink.allreduce_s)
+    assert slow - fast == pytest.approx(expected, rel=1e-9)
+    assert GPUS["RTX-PRO-6000"].link_gbps == 64.0
+    assert GPUS["H100-PCIe"].allreduce_s > nvlink.allreduce_s
+
+
+def test_a_mesh_link_grows_with_the_group() -> None:
+    mi300x = GPUS["MI300X"]
+    assert mi300x.link_bytes_per_s(2) == 64e9
+    assert mi300x.link_bytes_per_s(8) == 448e9
+    assert GPUS["H100"].link_bytes_per_s(2) == GPUS["H100"].link_bytes_per_s(8) == 450e9
+
+
+def test_the_api_server_time_grows_with_the_prompt() -> None:
+    gpu = replace(GPUS["H100"], api_server_s=0.008, api_server_s_per_token=5e-6)
+    model = RooflineModel(LLAMA_8B, gpu)
+    assert model.admission_delay(0) == 0.008
+    assert model.admission_delay(1000) == pytest.approx(0.013)
 
 
 def test_step_load_sums() -> None:

@@ -50,6 +50,9 @@ class CountingModel:
     def __init__(self) -> None:
         self.loads: list[StepLoad] = []
 
+    def admission_delay(self, prompt_tokens: int) -> float:
+        return 0.0
+
     def step_seconds(self, load: StepLoad) -> float:
         self.loads.append(load)
         return STEP + PER_TOKEN * (load.prefill_tokens + load.decode_seqs + load.draft_tokens)

@@ -33,10 +33,16 @@ PER_TOKEN = 0.0001
 
 
 class LinearModel:
-    """10 ms a step, 0.1 ms per prefill token and per decoding sequence."""
+    """10 ms a step, 0.1 ms per prefill token and per decoding sequence; a request reaches
+    the scheduler `api` seconds plus `api_per_token` per prompt token after it arrives."""
 
-    def __init__(self) -> None:
+    def __init__(self, api: float = 0.0, api_per_token: float = 0.0) -> None:
         self.loads: list[StepLoad] = []
+        self.api = api
+        self.api_per_token = api_per_token
+
+    def admission_delay(self, prompt_tokens: int) -> float:
+        return self.api + self.api_per_token * prompt_tokens
 
     def step_seconds(self, load: StepLoad) -> float:
         self.loads.append(load)
@@ -62,8 +68,9 @@ def step_engine(
     budget: int = 2048,
     blocks: int = 0,
     scheduler: LoopClockScheduler | None = None,
+    api: float = 0.0,
 ) -> tuple[Engine, LinearModel, Steps]:
-    model = LinearModel()
+    model = LinearModel(api)
     observer = Steps()
     kv = KvCacheManager(BlockCache(blocks, 4), "", 0.0, prefix_caching=True) if blocks else None
     engine = Engine(
@@ -141,6 +148,37 @@ def test_a_request_arriving_mid_step_waits_for_the_next_step() -> None:
         # It joins at 20 ms: its prefill and the first request's decode share that step.
         assert times[0] == pytest.approx(step_one + STEP + PER_TOKEN * (10 + 1))
         await token_times(first)
+
+    run(scenario)
+
+
+def test_a_request_reaches_the_scheduler_after_the_api_server_time() -> None:
+    """Idle engine, 8 ms in the API server: the first step starts 8 ms after arrival.
+    Busy engine (a first step from 8 to 28 ms): a request arriving at 9 ms is ready at 17,
+    inside that step, so it joins the next one, as it would without the delay; one
+    arriving at 21 ms is ready at 29, just after the second step started at 28, so it
+    waits one step more."""
+
+    async def scenario() -> None:
+        engine, _, _ = step_engine(tokens=5, api=0.008)
+        times = await token_times(engine.submit(request(prompt_tokens=100)))
+        assert times[0] == pytest.approx(0.008 + STEP + PER_TOKEN * 100)
+
+        engine, _, _ = step_engine(tokens=5, api=0.008)
+        start = virtual_now()
+        first = engine.submit(request(prompt_tokens=100))  # steps: 8-28 ms, 28-39.1, ...
+        await engine_sleep(0.009)
+        early = engine.submit(request(prompt_tokens=10))  # arrives at 9, ready at 17 ms
+        await engine_sleep(0.012)
+        late = engine.submit(request(prompt_tokens=10))  # arrives at 21, ready at 29 ms
+        early_times, late_times, _ = await asyncio.gather(
+            token_times(early), token_times(late), token_times(first)
+        )
+        step_one_ends = start + 0.008 + STEP + PER_TOKEN * 100
+        step_two_ends = step_one_ends + STEP + PER_TOKEN * (10 + 1)
+        assert early_times[0] == pytest.approx(step_two_ends)
+        # The late one joins the third step (its prefill beside two decodes).
+        assert late_times[0] == pytest.approx(step_two_ends + STEP + PER_TOKEN * (10 + 2))
 
     run(scenario)
 

@@ -69,6 +69,9 @@ def engine_with(
 
 
 class FlatSteps:
+    def admission_delay(self, prompt_tokens: int) -> float:
+        return 0.0
+
     def step_seconds(self, load: StepLoad) -> float:
         return 0.01
 
