@@ -1,4 +1,4 @@
-"""13. Fleet: 100 simulated instances from one process.
+"""14. Fleet: 100 simulated instances from one process.
 
 One `vllm-sim --num-instances 100` (KV events on, a pod name): its start-up time and
 resident memory; every instance answers /v1/models; instance i, sent i % 3 + 1 chats,
@@ -104,7 +104,7 @@ async def _send_each(base: int, instances: int, count: int | None, variant: int)
 
 
 def run(opts: Options) -> BenchReport:
-    rep = BenchReport(NAME, f"13. Fleet: {INSTANCES} instances in one process")
+    rep = BenchReport(NAME, f"14. Fleet: {INSTANCES} instances in one process")
     context = zmq.Context()
     zmq_port, subscribers = _subscribers(context)
     endpoint = f"tcp://127.0.0.1:{zmq_port}"

@@ -1,4 +1,4 @@
-"""9. gRPC beside HTTP: 250 concurrent paced streams against one simulator, each protocol.
+"""10. gRPC beside HTTP: 250 concurrent paced streams against one simulator, each protocol.
 
 The server and the schedule are benchmark 3's (TTFT 100 ms, ITL 10 ms, 50 tokens). The
 HTTP side is its load client streaming chat completions on 250 keep-alive connections;
@@ -86,7 +86,7 @@ def prompt_ids(server: Server, body: str) -> list[int]:
 def run(opts: Options) -> BenchReport:
     warmup, duration, rounds = opts.plan(full=(2.0, 5.0, 2), quick=(1.0, 2.0, 1))
     title = (
-        f"9. gRPC beside HTTP: {STREAMS} concurrent streams, TTFT {timing.TTFT_MS} ms, "
+        f"10. gRPC beside HTTP: {STREAMS} concurrent streams, TTFT {timing.TTFT_MS} ms, "
         f"ITL {timing.ITL_MS} ms, {TOKENS} tokens, one server; {rounds} alternating "
         f"round{'s' if rounds > 1 else ''} of {duration:g} s after {warmup:g} s each"
     )

@@ -1,4 +1,4 @@
-"""10. Instructions per request: callgrind's count of what the server executes for one
+"""11. Instructions per request: callgrind's count of what the server executes for one
 request, this commit's code beside an earlier commit's (HEAD~1 unless --base says), in one
 run.
 
@@ -110,7 +110,7 @@ def run(opts: Options) -> BenchReport:
     count = 300 if opts.quick else 1000
     head, base = _commit("HEAD") or "this tree", _commit(opts.base)
     title = (
-        f"10. Instructions per request (callgrind, {count} requests after a warm-up, "
+        f"11. Instructions per request (callgrind, {count} requests after a warm-up, "
         f"in-process): {head} against {base or opts.base}"
     )
     rep = BenchReport(NAME, title)

@@ -1,4 +1,4 @@
-"""11. Paced streams at scale: 600 streams at ITL 10 ms and 1,200 at ITL 20 ms (60,000
+"""12. Paced streams at scale: 600 streams at ITL 10 ms and 1,200 at ITL 20 ms (60,000
 tokens/s while all stream; 50-57k over the window, each stream's TTFT a pause), TTFT
 100 ms, 50 tokens, closed loop, each held to ITL p50 within 0.5 ms of
 the target, ITL p99 within 2 ms of it and TTFT p99 under 115 ms (`bounds met`); then 2,000
@@ -77,7 +77,7 @@ def _level(streams: int, itl_ms: int) -> int:
 def run(opts: Options) -> BenchReport:
     warmup, duration, _ = opts.plan(full=(3.0, 6.0, 1), quick=(2.0, 3.0, 1))
     title = (
-        f"11. Paced streams: TTFT {TTFT_MS} ms, {TOKENS} tokens; {duration:g} s measured "
+        f"12. Paced streams: TTFT {TTFT_MS} ms, {TOKENS} tokens; {duration:g} s measured "
         f"after {warmup:g} s, a fresh server per shape"
     )
     rep = BenchReport(NAME, title)

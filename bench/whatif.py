@@ -1,4 +1,4 @@
-"""12. What-if: trace replay in simulated time, against the recorded vLLM run and the live
+"""13. What-if: trace replay in simulated time, against the recorded vLLM run and the live
 server, its speed, and a router comparison.
 
 - The bundled LLMServingSim trace (Llama-3.1-8B on an RTX PRO 6000, 300 requests) replayed
