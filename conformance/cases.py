@@ -314,6 +314,40 @@ REASONING_CASES = [
     ),
 ]
 
+# Prefix-cache hits (the `prefix` profile: prefix caching on, blocks of 16 tokens, cached
+# tokens reported), in this order on servers that saw only the warm-up chat. The completions'
+# prompts are token ids, so both count the same tokens. vLLM never counts the last prompt
+# token as a hit: it is computed to sample the first output token, so a prompt found whole
+# recomputes its last block (48 tokens repeated: 32 cached), and a one-block prompt never
+# hits.
+PREFIX = {"profile": "prefix", "exact_values": frozenset({"cached_tokens"})}
+IDS_48 = list(range(100, 148))  # three full blocks
+PREFIX_COMPLETION = merged(COMPLETION, max_tokens=2, prompt=IDS_48)
+LONGER = " ".join([PROMPT] * 6)  # several blocks once rendered
+PREFIX_CHAT = merged(CHAT, max_tokens=2, messages=[{"role": "user", "content": LONGER}])
+PREFIX_RESPONSES = merged(RESPONSES, max_output_tokens=2, input=LONGER)
+PREFIX_CASES = [
+    completion("prefix-cache-miss", PREFIX_COMPLETION, **PREFIX),
+    completion("prefix-cache-whole-blocks-again", PREFIX_COMPLETION, **PREFIX),
+    completion(
+        "prefix-cache-two-more-tokens",
+        merged(PREFIX_COMPLETION, prompt=[*IDS_48, 200, 201]),
+        **PREFIX,
+    ),
+    completion(
+        "prefix-cache-shared-prefix",
+        merged(PREFIX_COMPLETION, prompt=IDS_48[:32] + list(range(300, 320))),
+        **PREFIX,
+    ),
+    completion("prefix-cache-one-block", merged(PREFIX_COMPLETION, prompt=IDS_48[:16]), **PREFIX),
+    # Blocks of a rendered chat, then the same input through Responses (which may render it
+    # to the same tokens).
+    chat("prefix-cache-chat", PREFIX_CHAT, **PREFIX),
+    chat("prefix-cache-chat-again", PREFIX_CHAT, **PREFIX),
+    post("prefix-cache-responses", "/v1/responses", PREFIX_RESPONSES, **PREFIX),
+    post("prefix-cache-responses-again", "/v1/responses", PREFIX_RESPONSES, **PREFIX),
+]
+
 CASES: list[Case] = [
     *CHAT_CASES,
     *COMPLETION_CASES,
@@ -321,4 +355,5 @@ CASES: list[Case] = [
     *UTILITY_CASES,
     *ERROR_CASES,
     *REASONING_CASES,
+    *PREFIX_CASES,
 ]

@@ -20,9 +20,17 @@ BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 MODEL_NAME = "tiny-model"
 MAX_MODEL_LEN = 512
 # What both servers run with: `plain` as every case needs; `reasoning` with a reasoning
-# parser, on the think model (see think_model).
-Profile = Literal["plain", "reasoning"]
+# parser, on the think model (see think_model); `prefix` reporting cached prompt tokens, with
+# prefix caching and the block size named (the CPU build's default need not be the
+# simulator's), so that both count the same hits.
+Profile = Literal["plain", "reasoning", "prefix"]
 REASONING_PARSER = "qwen3"
+PREFIX_ARGS = [
+    "--enable-prefix-caching",
+    "--block-size",
+    "16",
+    "--enable-prompt-tokens-details",
+]
 
 
 @dataclass(frozen=True)
@@ -164,7 +172,9 @@ def oracle_argv(layout: Layout, profile: Profile = "plain") -> list[str]:
 
 
 def _profile_args(profile: Profile) -> list[str]:
-    return ["--reasoning-parser", REASONING_PARSER] if profile == "reasoning" else []
+    if profile == "reasoning":
+        return ["--reasoning-parser", REASONING_PARSER]
+    return PREFIX_ARGS if profile == "prefix" else []
 
 
 # On the CPU backend the KV cache is sized by this variable (GiB), and the memory check

@@ -292,9 +292,9 @@ class Subscriber:
 
     def apply(self, event: Event) -> None:
         if isinstance(event, Stored):
-            for h in event.block_hashes:
-                assert h not in self.contents, f"block {h} stored twice"
-                self.contents.add(h)
+            # A block may be stored again: as vLLM, a request stores every block it computes,
+            # and a prompt found whole computes its last block (of the same hash) again.
+            self.contents.update(event.block_hashes)
         elif isinstance(event, Removed):
             assert len(event.block_hashes) == 1, event
             assert event.block_hashes[0] in self.contents, f"unknown block removed: {event}"
@@ -411,8 +411,11 @@ def stream(
 class CacheModel:
     """What the simulator must hold: blocks cached in release groups, oldest group first.
 
-    Requests are run one at a time. Each block present when the request starts is held again
-    (never evicted by that request); each new block takes the room of the oldest unused block
+    Requests are run one at a time. A request's hit is the longest run of leading blocks
+    present, capped as vLLM caps it: at least the last prompt token is computed, so at most
+    (tokens - 1) // block size blocks. Every block after the hit is computed and stored (one
+    BlockStored for them all, parent the hit's last block): one still present is taken back
+    (stored again, evicting nothing), one absent takes the room of the oldest unused block
     when the cache is full. Blocks released together tie: any of the oldest group may go, so
     the model follows the victims the events name and checks each was one of the oldest.
     """
@@ -430,44 +433,46 @@ class CacheModel:
                 group.remove(h)
         self.groups = [g for g in self.groups if g]
 
+    @staticmethod
+    def hit_of(tokens: Sequence[int], present: set[int]) -> int:
+        """The cached prefix in blocks: leading blocks present, at most (tokens - 1) // BS."""
+        hashes = chain(tokens)
+        limit = max(len(tokens) - 1, 0) // BS
+        hit = 0
+        while hit < min(limit, len(hashes)) and hashes[hit] in present:
+            hit += 1
+        return hit
+
     def request(self, tokens: Sequence[int], events: Sequence[Event]) -> int:
         """Checks the request's events; returns the cached prefix in blocks."""
         hashes = chain(tokens)
-        present = self.contents()
-        prefix = 0
-        while prefix < len(hashes) and hashes[prefix] in present:
-            prefix += 1
-        new = [i for i, h in enumerate(hashes) if h not in present]
-        for i, h in enumerate(hashes):
-            if i not in new:
-                self._take(h)
-        held = len(hashes) - len(new)
+        hit = self.hit_of(tokens, self.contents())
+        for h in hashes[:hit]:
+            self._take(h)
+        held = hit
         removals = [e for e in events if isinstance(e, Removed)]
         n_evict = 0
-        for _ in new:
-            unused = sum(len(g) for g in self.groups)
-            if held + unused >= self.capacity and unused:
-                assert n_evict < len(removals), f"expected an eviction, got {events}"
-                victim = removals[n_evict].block_hashes
-                assert len(victim) == 1 and victim[0] in self.groups[0], (
-                    f"evicted {victim}, not one of the oldest unused {self.groups[0]}"
-                )
-                self._take(victim[0])
-                n_evict += 1
-            held += 1
-        runs: list[list[int]] = []
-        for i in new:
-            if runs and runs[-1][-1] == i - 1:
-                runs[-1].append(i)
+        for h in hashes[hit:]:
+            if h in self.contents():
+                self._take(h)  # taken back: the cache holds as many blocks as before
             else:
-                runs.append([i])
+                unused = sum(len(g) for g in self.groups)
+                if held + unused >= self.capacity and unused:
+                    assert n_evict < len(removals), f"expected an eviction, got {events}"
+                    victim = removals[n_evict].block_hashes
+                    assert len(victim) == 1 and victim[0] in self.groups[0], (
+                        f"evicted {victim}, not one of the oldest unused {self.groups[0]}"
+                    )
+                    self._take(victim[0])
+                    n_evict += 1
+            held += 1
         expected: list[Event] = list(removals[:n_evict])
-        for run in runs:
+        if hit < len(hashes):
             expected.append(
                 Stored(
-                    block_hashes=[hashes[i] for i in run],
-                    parent_block_hash=hashes[run[0] - 1] if run[0] > 0 else None,
-                    token_ids=[t for i in run for t in block_tokens(tokens, i)],
+                    block_hashes=hashes[hit:],
+                    parent_block_hash=hashes[hit - 1] if hit else None,
+                    token_ids=list(tokens[hit * BS : len(hashes) * BS]),
                     block_size=BS,
                     lora_id=None,
                     medium="GPU",
@@ -476,20 +481,22 @@ class CacheModel:
             )
         assert list(events) == expected, (events, expected)
         self.groups.append(list(hashes))
-        return prefix
+        return hit
 
     def expected_event_count(self, tokens: Sequence[int]) -> int:
-        """How many events the request must produce (evictions + stored runs)."""
+        """How many events the request must produce (evictions + one BlockStored unless the
+        hit is the whole chain)."""
         hashes = chain(tokens)
         present = self.contents()
-        new = [i for i, h in enumerate(hashes) if h not in present]
-        held = len(hashes) - len(new)
-        unused = len(present) - held
+        hit = self.hit_of(tokens, present)
+        held = hit
+        unused = len(present) - hit
         evictions = 0
-        for _ in new:
-            if held + unused >= self.capacity and unused:
+        for h in hashes[hit:]:
+            if h in present:
+                unused -= 1  # taken back
+            elif held + unused >= self.capacity and unused:
                 evictions += 1
                 unused -= 1
             held += 1
-        runs = sum(1 for k, i in enumerate(new) if k == 0 or new[k - 1] != i - 1)
-        return evictions + runs
+        return evictions + (1 if hit < len(hashes) else 0)

@@ -26,15 +26,14 @@ def prompt_fits(seq: Sequence, cache: BlockCache) -> bool:
 
 
 def hold_blocks(seq: Sequence, computed: int, cache: BlockCache) -> int:
-    """Takes the blocks for `computed` tokens of KV; returns the prompt's cached tokens."""
+    """Takes the blocks for `computed` tokens of KV; returns the prompt's cached tokens: its
+    hit, whole blocks, which as in vLLM never reaches the last of the `computed` tokens (a
+    prompt found whole still computes its last block)."""
     request, prompt = seq.request, seq.prompt
     lora = Lora(seq.lora_slot, request.lora) if request.lora else None
-    blocks = cache.blocks_for(computed)
-    cached = cache.start(
-        seq.uid, prompt.block_hashes, prompt.token_ids, request.model, lora, blocks
-    )
-    set_kv_limit(seq, blocks, len(prompt.token_ids), cache)
-    return cached * cache.block_size
+    hit = cache.start(seq.uid, prompt.block_hashes, prompt.token_ids, request.model, lora, computed)
+    set_kv_limit(seq, cache.blocks_for(computed), len(prompt.token_ids), cache)
+    return hit * cache.block_size
 
 
 def set_kv_limit(seq: Sequence, blocks: int, prompt_tokens: int, cache: BlockCache) -> None:

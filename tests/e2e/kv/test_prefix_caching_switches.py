@@ -17,7 +17,7 @@ def test_prefix_caching_is_on_without_any_kv_flag() -> None:
     with SimServer(DETAILS) as sim, httpx.Client(base_url=sim.url, timeout=10) as client:
         prompt = distinct(1, 4)
         assert cached_tokens(complete(client, prompt)) == 0
-        assert cached_tokens(complete(client, prompt)) == 64
+        assert cached_tokens(complete(client, prompt)) == 48  # its last block computes again
         [(labels, _)] = scrape(client).series(CACHE_CONFIG)
         assert labels["enable_prefix_caching"] == "True"
 

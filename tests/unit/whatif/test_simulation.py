@@ -258,3 +258,23 @@ def test_a_phase_schedule_is_refused_not_left_out() -> None:
     cfg = load_config(["--model", "m", "--phases", '[{"duration": "1s"}]'], {})
     with pytest.raises(ConfigError, match="a replay runs no phase schedule"):
         Replay(cfg, Trace([]))
+
+
+def test_a_replayed_prompt_found_whole_still_computes_its_last_block(
+    instant_config: Config,
+) -> None:
+    """Each record's cached tokens are the engine's: as vLLM, at least the last token is
+    computed, so a prompt of whole blocks found again hits all but its last block, and a
+    prompt with more tokens past the cached blocks hits them all."""
+    block = (7,)  # one Mooncake block: the same 512 tokens in every request naming it
+    trace = Trace(
+        [
+            TraceRequest(1, 0.0, MOONCAKE_BLOCK, 3, block),
+            TraceRequest(2, 1.0, MOONCAKE_BLOCK, 3, block),
+            TraceRequest(3, 2.0, MOONCAKE_BLOCK + 8, 3, block),
+        ]
+    )
+    result = Replay(instant_config, trace, environ={}).run()
+    assert [r.cached_tokens for r in result.records] == [0, MOONCAKE_BLOCK - 16, MOONCAKE_BLOCK]
+    prompt = sum(r.input_tokens for r in result.records)
+    assert result.summary.prefix_cache_hit_rate == (2 * MOONCAKE_BLOCK - 16) / prompt

@@ -4,12 +4,20 @@ A sequence holds one block per `block_size` tokens of its prompt and its output,
 vLLM. The prompt's full blocks are the prefix cache's: keyed by (hash, model) so the base
 model and each LoRA keep separate chains, shared and reference-counted while `used`, and
 once released kept cached in `unused` in release order until evicted, oldest first, blocks
-of models that are no longer loaded (LoRAs whose slot was taken) before any other. Hits
-count the longest cached prefix, as vLLM's prefix cache does, and each stored or evicted
-prefix block is reported as a KV event. The rest (a prompt's partial last block, the
-output's blocks, and every block when prefix caching is off) are the sequence's own:
-counted, never shared, never reported. Cached blocks nobody holds count as free, as in
-vLLM's usage figure.
+of models that are no longer loaded (LoRAs whose slot was taken) before any other. The rest
+(a prompt's partial last block, the output's blocks, and every block when prefix caching is
+off) are the sequence's own: counted, never shared, never reported. Cached blocks nobody
+holds count as free, as in vLLM's usage figure.
+
+A hit is the longest run of leading blocks cached, as vLLM's `get_computed_blocks` finds
+it, and like it capped below the tokens to compute: at least the last token is computed (it
+is what the first output token is sampled from), so the hit is at most (tokens - 1) // block
+size blocks; a prompt found whole recomputes its last full block. Every block after the hit
+is computed by the sequence and stored (one KV event for them all, as vLLM's
+`cache_full_blocks`), including one whose hash is already cached: vLLM keeps a second copy
+rather than change a block table, and reports it stored again. Here a copy of a block
+nobody holds takes its place (the same count of blocks held); a copy of a block others
+hold is a block of the sequence's own, counted while it runs.
 """
 
 from __future__ import annotations
@@ -47,8 +55,9 @@ class BlockCache:
         # Unused blocks per model: eviction looks past the oldest block for one of an
         # unloaded adapter only when there is one, not through the whole cache every time.
         self._unused_per_model: dict[str, int] = {}
-        self._tokens: dict[BlockKey, tuple[int, ...]] = {}
         self._held: dict[int, list[BlockKey]] = {}
+        # Sequence uid -> its copies of blocks that others held when it computed them.
+        self._copies: dict[int, list[BlockKey]] = {}
         self._own: dict[int, int] = {}  # sequence uid -> blocks of its own (not shared)
         self.own_blocks = 0
         self.loaded_models: set[str] = set()
@@ -98,14 +107,27 @@ class BlockCache:
     def blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.block_size)
 
+    def hit_limit(self, tokens: int) -> int:
+        """The most blocks a sequence computing `tokens` tokens may find cached: as in vLLM,
+        at least its last token is computed, so a hit is whole blocks of the others."""
+        return max(tokens - 1, 0) // self.block_size
+
     def blocks_needed(self, hashes: Sequence[int], model: str, tokens: int) -> int:
         """Blocks a sequence of `tokens` (its prompt's full blocks hashed) would newly take:
-        what admission must find room for."""
+        what admission must find room for. Only the blocks of its hit that others hold cost
+        nothing; every other block is taken from the free ones (a cached block nobody holds
+        counts as free)."""
         if self.disabled:
             return 0
-        used = self.used
-        shared = sum(1 for h in hashes if (h, model) not in used)
-        return shared + max(self.blocks_for(tokens) - len(hashes), 0)
+        used, unused = self.used, self.unused
+        shared = 0
+        for h in hashes[: self.hit_limit(tokens)]:
+            key = (h, model)
+            if key in used:
+                shared += 1
+            elif key not in unused:
+                break
+        return self.blocks_for(tokens) - shared
 
     def fits(self, hashes: Sequence[int], model: str, tokens: int) -> bool:
         free = self.free_blocks
@@ -120,19 +142,22 @@ class BlockCache:
         tokens: Sequence[int],
         model: str,
         lora: Lora | None,
-        blocks: int,
+        computed: int,
     ) -> int:
-        """Holds `blocks` blocks for a sequence (its prompt's, and for a preempted sequence
-        recomputed, its output's), the prompt's full ones by `hashes`; returns how many lead
-        the prompt already cached.
+        """Holds the blocks for `computed` tokens of KV of a sequence (its prompt, and for a
+        preempted sequence recomputed, the output it had made), the prompt's full ones by
+        `hashes`; returns the hit: how many blocks lead the prompt already cached, at most
+        `hit_limit(computed)`.
 
         The caller checked `fits` first: admission waits rather than fail.
         """
         if self.disabled:
             return 0
-        prefix = self._hold_prefix(uid, hashes, tokens, model, lora) if hashes else 0
-        self.take(uid, blocks - len(hashes))
-        return prefix
+        hit = 0
+        if hashes:
+            hit = self._hold_prefix(uid, hashes, tokens, model, lora, self.hit_limit(computed))
+        self.take(uid, self.blocks_for(computed) - len(hashes))
+        return hit
 
     def grow(self, uid: int, count: int) -> bool:
         """Gives the sequence `count` more blocks; False, taking nothing, if too few are
@@ -158,44 +183,62 @@ class BlockCache:
             self.own_blocks += 1
 
     def _hold_prefix(
-        self, uid: int, hashes: Sequence[int], tokens: Sequence[int], model: str, lora: Lora | None
+        self,
+        uid: int,
+        hashes: Sequence[int],
+        tokens: Sequence[int],
+        model: str,
+        lora: Lora | None,
+        limit: int,
     ) -> int:
         keys = [(h, model) for h in hashes]
-        used, unused = self.used, self.unused
-        # Hold every block already present before making room for the new ones, so that
-        # eviction can never take a block this very request is about to reuse. The cached
-        # prefix ends at the first block not present.
-        missing: list[int] = []
-        for index, key in enumerate(keys):
+        used, unused, per_model = self.used, self.unused, self._unused_per_model
+        # The hit is held before room is made for the rest, so that eviction never takes a
+        # block this very request reuses.
+        hit = 0
+        for key in keys[:limit]:
             count = used.get(key)
             if count is not None:
                 used[key] = count + 1
             elif key in unused:
                 del unused[key]
-                self._unused_per_model[model] -= 1
+                per_model[model] -= 1
                 used[key] = 1
             else:
-                missing.append(index)
-        self._held[uid] = keys
-        if not missing:
-            return len(keys)
-        prefix = missing[0]
-        new_runs: list[list[int]] = []  # runs of consecutive block indices not cached
-        bs = self.block_size
-        for index in missing:
-            key = keys[index]
-            self._make_room()
-            self.used[key] = 1
-            if not self._publishing:
-                continue  # the tokens and runs only feed KV events
-            self._tokens[key] = tuple(tokens[index * bs : (index + 1) * bs])
-            if new_runs and new_runs[-1][-1] == index - 1:
-                new_runs[-1].append(index)
+                break
+            hit += 1
+        self._held[uid] = held = keys[:hit]
+        if hit == len(keys):
+            return hit
+        # The rest is computed here and stored, cached or not (see the module's comment).
+        for key in keys[hit:]:
+            count = used.get(key)
+            if count is None and key in unused:
+                del unused[key]  # the copy takes the idle block's place
+                per_model[model] -= 1
+            elif count is not None:
+                self._make_room()
+                self._own[uid] = self._own.get(uid, 0) + 1
+                self.own_blocks += 1
+                self._copies.setdefault(uid, []).append(key)
+                continue
             else:
-                new_runs.append([index])
-        for run in new_runs:
-            self._stored(keys, run, lora)
-        return prefix
+                self._make_room()
+            used[key] = 1
+            held.append(key)
+        if self._publishing:
+            bs = self.block_size
+            self._publish(
+                BlockStored(
+                    tuple(h for h, _ in keys[hit:]),
+                    keys[hit - 1][0] if hit else None,
+                    tuple(tokens[hit * bs : len(keys) * bs]),
+                    bs,
+                    lora.slot if lora else None,
+                    lora.name if lora else None,
+                )
+            )
+        return hit
 
     def finish(self, uid: int) -> None:
         """Releases the sequence's blocks; prefix blocks no one holds stay cached, newest
@@ -205,8 +248,10 @@ class BlockCache:
         keys = self._held.pop(uid, None)
         if keys is None:
             return
-        # The tail first: evicted first, it leaves the rest of the prefix useful (as vLLM).
         per_model = self._unused_per_model
+        if self._copies:
+            self._release_copies(uid)
+        # The tail first: evicted first, it leaves the rest of the prefix useful (as vLLM).
         for key in reversed(keys):
             count = self.used.get(key)
             if count is None:
@@ -218,14 +263,24 @@ class BlockCache:
                 self.unused[key] = None
                 per_model[key[1]] = per_model.get(key[1], 0) + 1
 
+    def _release_copies(self, uid: int) -> None:
+        """The sequence's copies of blocks others held (they come after its hit, so are
+        released first): the cached block, if no one holds it now, is as recent as the copy;
+        one that others still hold is released when they end, and one evicted meanwhile was
+        reported removed, so the copy is not kept either."""
+        unused = self.unused
+        for key in reversed(self._copies.pop(uid, ())):
+            if key in unused:
+                unused.move_to_end(key)
+
     def clear(self) -> None:
         """Forgets every block, held ones too (sleep, or a reset once the running sequences
         are preempted): one AllBlocksCleared, no per-block removals."""
         self.used.clear()
         self.unused.clear()
         self._unused_per_model.clear()
-        self._tokens.clear()
         self._held.clear()
+        self._copies.clear()
         self._own.clear()
         self.own_blocks = 0
         self._publish(AllBlocksCleared())
@@ -243,25 +298,7 @@ class BlockCache:
             victim = next(iter(self.unused))
         del self.unused[victim]
         per_model[victim[1]] -= 1
-        self._tokens.pop(victim, None)
         self._publish(BlockRemoved((victim[0],)))
-
-    def _stored(self, keys: list[BlockKey], run: list[int], lora: Lora | None) -> None:
-        first = run[0]
-        parent = keys[first - 1][0] if first > 0 else None
-        tokens: list[int] = []
-        for index in run:
-            tokens += self._tokens[keys[index]]
-        self._publish(
-            BlockStored(
-                tuple(keys[i][0] for i in run),
-                parent,
-                tuple(tokens),
-                self.block_size,
-                lora.slot if lora else None,
-                lora.name if lora else None,
-            )
-        )
 
 
 def _drop(event: KvEvent) -> None:
