@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import random
 import statistics
+import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -203,8 +203,10 @@ def simulate(
     cfg = load_startup(server_flags(run, extra), {}).config
     times = arrivals(run, seed, scale)
     trace = Trace(
-        [TraceRequest(i + 1, t, run.sys_tokens + run.question_tokens, run.output_tokens)
-         for i, t in enumerate(times)]
+        [
+            TraceRequest(i + 1, t, run.sys_tokens + run.question_tokens, run.output_tokens)
+            for i, t in enumerate(times)
+        ]
     )
     replay = _SharedPrefixReplay(cfg, trace, environ={}, tokenizer=SimulatedTokenizer())
     rng = random.Random(seed + 1)
@@ -271,16 +273,16 @@ def median_abs(outcomes: Sequence[Outcome], metric: str) -> float:
 def table(outcomes: Sequence[Outcome]) -> str:
     lines = [f"{'run':44} {'TTFT':>16} {'ITL':>16} {'E2E':>18} {'blis-evolved (T/I/E)':>22}"]
     for o in outcomes:
-        cells = [
-            f"{o.simulated[m]:7.1f} {o.error(m):+7.1%}" for m in METRICS
-        ]
+        cells = [f"{o.simulated[m]:7.1f} {o.error(m):+7.1%}" for m in METRICS]
         blis = o.run.others.get("blis-evolved", {})
         ref = "/".join(f"{blis[m]:+.0f}" for m in METRICS if m in blis)
         lines.append(f"{o.run.label:44} {cells[0]:>16} {cells[1]:>16} {cells[2]:>18} {ref:>22}")
     medians = "  ".join(f"{m}: {median_abs(outcomes, m):.1%}" for m in METRICS)
     worst_e2e = max(abs(o.error("e2e_mean")) for o in outcomes)
     worst_ttft = max(o.error("ttft_mean") for o in outcomes)
-    lines.append(f"median |error|  {medians}  worst E2E {worst_e2e:.1%}  worst TTFT over {worst_ttft:+.1%}")
+    lines.append(
+        f"median |error|  {medians}  worst E2E {worst_e2e:.1%}  worst TTFT over {worst_ttft:+.1%}"
+    )
     return "\n".join(lines)
 
 
@@ -306,7 +308,11 @@ def run(opts: Options) -> BenchReport:
         if outcome.failed:
             rep.problems.append(f"{outcome.run.label}: {outcome.failed} requests failed")
     simulated, measured = fidelity.replay_trace()
-    for name, field_name in (("ttft_mean", "ttft_mean"), ("itl_mean", "tpot_mean"), ("e2e_mean", "latency_mean")):
+    for name, field_name in (
+        ("ttft_mean", "ttft_mean"),
+        ("itl_mean", "tpot_mean"),
+        ("e2e_mean", "latency_mean"),
+    ):
         rep.figures.append(
             Figure(
                 NAME,
@@ -329,7 +335,12 @@ def show(rep: BenchReport) -> None:
     if outcomes:
         print(table(outcomes))
     rows = [
-        [f.metric.removeprefix(TRACE_LABEL + " "), f"{f.sim:.1f}", f"{f.base:.1f}", f"{f.sim / f.base - 1:+.1%}"]
+        [
+            f.metric.removeprefix(TRACE_LABEL + " "),
+            f"{f.sim:.1f}",
+            f"{f.base:.1f}",
+            f"{f.sim / f.base - 1:+.1%}",
+        ]
         for f in rep.figures
         if f.metric.startswith(TRACE_LABEL)
     ]

@@ -61,7 +61,9 @@ def test_gpu_names_are_matched_loosely() -> None:
         ),
         (
             ["--gpu", "Z100"],
-            "unknown GPU 'Z100'; known: H100, H100-PCIe, H100-NVL, H200, H20, B200, GB200, A100-80GB, A100-40GB, A100-80GB-PCIe, A100-40GB-PCIe, L4, L40S, RTX-4090, RTX-PRO-6000, MI300X",
+            "unknown GPU 'Z100'; known: H100, H100-PCIe, H100-NVL, H200, H20, B200, GB200, "
+            "A100-80GB, A100-40GB, A100-80GB-PCIe, A100-40GB-PCIe, L4, L40S, RTX-4090, "
+            "RTX-PRO-6000, MI300X",
         ),
         (
             ["--timing-model", "table"],

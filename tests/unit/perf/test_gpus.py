@@ -41,7 +41,7 @@ def test_lookup_by_alias(name: str, expected: str) -> None:
 
 @pytest.mark.parametrize("name", ["H800", "tpu-v5e", "", "L40"])
 def test_an_unknown_gpu_lists_the_known_ones(name: str) -> None:
-    with pytest.raises(ValueError, match="known: H100, H100-PCIe, .*, RTX-PRO-6000, MI300X"):
+    with pytest.raises(ValueError, match=r"known: H100, H100-PCIe, .*, RTX-PRO-6000, MI300X"):
         gpu_spec(name)
 
 
