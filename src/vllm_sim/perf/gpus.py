@@ -53,6 +53,9 @@ class GpuSpec:
     step_overhead_s: float = 0.00042
     # Per decoder layer and step: kernel boundaries a CUDA graph keeps.
     layer_overhead_s: float = 8e-6
+    # Per MoE layer and step: routing, the tokens' permutation to their experts and back,
+    # and the grouped expert matmuls' launches, which a dense layer has not.
+    moe_layer_overhead_s: float = 0.0
     # Per decoder layer of a step that holds a prefill chunk: such steps run outside the
     # full CUDA graph (piecewise graphs, attention launched eagerly).
     prefill_layer_overhead_s: float = 40e-6
@@ -105,6 +108,7 @@ _MAY_BE_ZERO: Final = frozenset(
         "step_overhead_s",
         "layer_overhead_s",
         "prefill_layer_overhead_s",
+        "moe_layer_overhead_s",
         "per_request_overhead_s",
         "allreduce_s",
         "api_server_s",

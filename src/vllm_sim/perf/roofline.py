@@ -143,7 +143,8 @@ class RooflineModel:
     - memory: the weights it streams (an MoE step only the experts its tokens route to)
       at `weight_bandwidth_efficiency` of the bandwidth, its KV reads at
       `kv_bandwidth_efficiency`;
-    - overheads: `step_overhead_s`, `layer_overhead_s` per layer, `prefill_layer_overhead_s`
+    - overheads: `step_overhead_s`, `layer_overhead_s` per layer (and
+      `moe_layer_overhead_s` per layer of an MoE model), `prefill_layer_overhead_s`
       per layer when it holds a prefill chunk, `per_request_overhead_s` per sequence, and
       under tensor parallelism two all-reduces a layer of the step's activations plus the
       gather of the sampled logits, each `allreduce_s` plus its bytes over the link.
@@ -218,6 +219,8 @@ class RooflineModel:
             gpu.bandwidth_bytes_per_s * gpu.kv_bandwidth_efficiency
         )
         self._fixed_s = gpu.step_overhead_s + shape.layers * gpu.layer_overhead_s
+        if shape.is_moe:
+            self._fixed_s += shape.layers * gpu.moe_layer_overhead_s
         self._prefill_fixed_s = shape.layers * gpu.prefill_layer_overhead_s
         self._per_request_s = gpu.per_request_overhead_s
         # Tensor parallelism: a ring all-reduce moves 2 (n-1)/n of its message per GPU,
