@@ -55,6 +55,7 @@ NATIVE = [
     "src/vllm_sim/engine/generation/toolcalls.py",
     "src/vllm_sim/metrics/families.py",
     "src/vllm_sim/metrics/recorder.py",
+    "src/vllm_sim/metrics/lag.py",
     "src/vllm_sim/http/connection.py",
     "src/vllm_sim/http/exchange.py",
     "src/vllm_sim/http/app.py",

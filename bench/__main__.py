@@ -17,6 +17,7 @@ from bench import (
     instructions,
     knee,
     kv,
+    overload,
     pacing,
     report,
     sim_to_real,
@@ -55,6 +56,7 @@ BENCHMARKS = {
     pacing.NAME: Benchmark(pacing.run, pacing.show),
     whatif.NAME: Benchmark(whatif.run, whatif.show),
     fleet.NAME: Benchmark(fleet.run, fleet.show),
+    overload.NAME: Benchmark(overload.run, overload.show),
 }
 
 

@@ -41,6 +41,7 @@ class Percentiles(msgspec.Struct, frozen=True):
     p90: float
     p99: float
     max: float
+    mean: float = 0.0
 
 
 class LoadResult(msgspec.Struct, frozen=True):

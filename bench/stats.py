@@ -10,7 +10,7 @@ EMPTY = Percentiles(0, 0.0, 0.0, 0.0, 0.0)
 
 
 def percentiles(samples: list[float]) -> Percentiles:
-    """p50/p90/p99/max of samples given in seconds, reported in milliseconds."""
+    """p50/p90/p99/max and the mean of samples given in seconds, reported in milliseconds."""
     if not samples:
         return EMPTY
     ordered = sorted(samples)
@@ -19,7 +19,8 @@ def percentiles(samples: list[float]) -> Percentiles:
     def rank(q: float) -> float:
         return ordered[max(0, math.ceil(q * n) - 1)] * 1000.0
 
-    return Percentiles(n, rank(0.50), rank(0.90), rank(0.99), ordered[-1] * 1000.0)
+    mean = sum(ordered) / n * 1000.0
+    return Percentiles(n, rank(0.50), rank(0.90), rank(0.99), ordered[-1] * 1000.0, mean)
 
 
 def fraction_below(samples: list[float], limit: float) -> float:

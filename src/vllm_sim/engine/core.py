@@ -100,6 +100,7 @@ class Engine:
         self.lifecycle = Lifecycle(self, self.timing, kv)
         self.view = EngineView(self, self._queue)
         self.timing.attach(self)
+        self._report_written = self.written  # bound once: every stream carries it
 
     # ----------------------------------------------------------------- parts' state
     @property
@@ -196,7 +197,7 @@ class Engine:
         stream: RequestStream | None = None
         try:
             self._check_room(request)
-            stream = RequestStream(request, self.abort)
+            stream = RequestStream(request, self.abort, self._report_written)
             self._enqueue(stream)
             self.timing.kick()
         except EngineError:
@@ -210,6 +211,12 @@ class Engine:
                 self.timing.kick()
             raise error from None
         return stream
+
+    def written(self, seq: Sequence, start: int, end: int, finished: bool) -> None:
+        """The front end just wrote tokens [start, end) of `seq` to its client, and its end
+        if `finished` (each stream's RequestStream.report_written): the observer hears of
+        it with the time on this engine's clock."""
+        self.observer.output_written(seq, start, end, finished, self._clock())
 
     def abort(self, stream: RequestStream) -> None:
         """Frees every slot and queue place of the stream at once."""

@@ -35,6 +35,14 @@ class EngineObserver:
         Zero-delay decoding releases a whole tail at once: one call stands for every gap.
         """
 
+    def output_written(
+        self, seq: Sequence, start: int, end: int, finished: bool, now: float
+    ) -> None:
+        """Not the engine's own event: the front end wrote tokens [start, end) of `seq` to
+        its client at `now` (on the engine's clock), and its end if `finished`. A streamed
+        answer is reported write by write; a whole answer once, each sequence's end alone
+        (start == end). A client that leaves is not told of the rest."""
+
     def drafts_verified(self, seq: Sequence, drafts: int, accepted: int) -> None:
         """Speculative decoding: a step of `seq` verified `drafts` draft tokens and accepted
         the first `accepted` of them (each only if the ones before it were)."""

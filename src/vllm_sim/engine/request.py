@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,20 @@ class Prompt:
         self.echo_tokens = echo_tokens
         self.block_hashes = block_hashes
         self.first_hit = first_hit
+
+
+class Delivery(enum.Enum):
+    """How a request's answer reaches its client, which decides where the latencies vLLM
+    reports are taken: at the engine's release of a token, or when the front end writes it
+    (the recorder's output_written), so that they are what the client got even when this
+    process writes later than its engine released."""
+
+    # No write is reported (a what-if replay, embeddings): every latency at the release.
+    RELEASED = "released"
+    # One write of the whole answer once it ended: its end-to-end latency at that write.
+    WHOLE = "whole"
+    # Written as released: the first token, each inter-token gap and the end at the writes.
+    STREAM = "stream"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +113,7 @@ class GenerationRequest:
     # None: no reasoning parser, no reasoning part and no reasoning token count.
     reasoning: float | None
     reasoning_budget: int | None  # at most this many reasoning tokens (None: no cap)
+    delivery: Delivery  # where its latencies are observed (see Delivery)
 
     def __init__(
         self,
@@ -127,6 +143,7 @@ class GenerationRequest:
         rng: random.Random | None = None,
         reasoning: float | None = None,
         reasoning_budget: int | None = None,
+        delivery: Delivery = Delivery.RELEASED,
     ) -> None:
         self.request_id = request_id
         self.model = model
@@ -154,3 +171,4 @@ class GenerationRequest:
         self.rng = rng
         self.reasoning = reasoning
         self.reasoning_budget = reasoning_budget
+        self.delivery = delivery

@@ -36,6 +36,7 @@ class Sequence:
         "emitted",
         "eos",
         "finish_reason",
+        "gaps_unwritten",
         "index",
         "itl_delays",
         "kv_blocks",
@@ -61,6 +62,7 @@ class Sequence:
         "t_last_token",
         "t_started",
         "t_submitted",
+        "t_written",
         "tool_calls",
         "ttft",
         "uid",
@@ -107,6 +109,11 @@ class Sequence:
         self.t_first_token: float | None = None
         self.t_last_token = 0.0  # when the latest token was released
         self.t_finished: float | None = None
+        # A streamed sequence's inter-token gaps are observed as its tokens are written
+        # (Delivery.STREAM): the gaps the engine released and the client has not got yet,
+        # and when the front end last wrote a piece of it (the engine's clock).
+        self.gaps_unwritten = 0
+        self.t_written = 0.0
         self.lora_slot = 0  # the adapter's 1-based slot while a LoRA sequence runs
         # Tokens are released without asking the KV cache while `emitted` is below this:
         # the blocks held have room for their KV (see Engine.grow).
@@ -148,6 +155,13 @@ class Sequence:
         self.output_pieces = self.output_pieces[:cut]
 
 
+# The front end wrote tokens [start, end) of a sequence to its client just now, and its
+# end if the flag is set (a whole answer: start == end, its end alone). Its engine takes
+# the time and tells its observer, which is how the latencies in /metrics come to be what
+# the client got rather than when the engine released each token.
+WrittenReport = Callable[[Sequence, int, int, bool], None]
+
+
 class RequestStream:
     """The output of one request: its sequences, and a way to wait for new tokens.
 
@@ -163,12 +177,16 @@ class RequestStream:
         "listener",
         "output_units",
         "remaining",
+        "report_written",
         "request",
         "sequences",
     )
 
     def __init__(
-        self, request: GenerationRequest, abort: Callable[[RequestStream], None] | None = None
+        self,
+        request: GenerationRequest,
+        abort: Callable[[RequestStream], None] | None = None,
+        report_written: WrittenReport | None = None,
     ) -> None:
         self.request = request
         self.sequences: list[Sequence] = []
@@ -181,6 +199,8 @@ class RequestStream:
         # Called at notify() instead of waking a waiter: lets a writer put each token on
         # the wire inside the engine's tick, with no task switch per token.
         self.listener: Callable[[], None] | None = None
+        # Told by the front end as it writes the answer to the client (see WrittenReport).
+        self.report_written = report_written
 
     @property
     def done(self) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
 
 from vllm_sim.engine.errors import EngineError, RequestAborted
-from vllm_sim.engine.sequence import RequestStream, Sequence
+from vllm_sim.engine.sequence import RequestStream, Sequence, WrittenReport
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.caller import Caller
 from vllm_sim.frontend.errors import as_request_error, refusal_error
@@ -53,7 +53,8 @@ class ChunkEncoder(Protocol[P_co]):
 
 
 # Hands the pieces encoded in one pass to the transport. None: taken at once, with room for
-# more; otherwise what to await before writing again (the client is not reading).
+# more; otherwise what to await before writing again (the client is not reading), or, for a
+# sink that writes only when awaited (drive's `written_when_awaited`), the write itself.
 Sink = Callable[[list[P]], Awaitable[None] | None]
 
 # Token events encoded per write. A request's tokens may all be due at once (zero
@@ -68,10 +69,15 @@ async def drive(
     encoder: ChunkEncoder[P],
     sink: Sink[P],
     push: bool = True,
+    written_when_awaited: bool = False,
 ) -> None:
     """Writes a request's tokens as they are released, until it ends or the caller leaves.
     `push`: a one-choice stream is written from inside the engine's tick (see _Pusher),
     which pays where the sink usually takes a piece at once.
+
+    Each write is reported to the stream's engine (RequestStream.report_written), which
+    times it: when the sink has taken it, or once awaited where the sink writes only then
+    (`written_when_awaited`, which a pushed stream's sink may not be).
 
     This loop runs once per released token of every stream, so it waits on the stream's
     future directly rather than through helpers: each extra layer costs every token.
@@ -79,9 +85,11 @@ async def drive(
     sequences = stream.sequences
     opened = [False] * len(sequences)
     closed = [False] * len(sequences)
+    reported = [False] * len(sequences)  # each choice's end, as told to the engine
     stop_watching = None
     one = len(sequences) == 1
-    pusher = _Pusher(stream, encoder, sink, opened, closed) if one and push else None
+    report = stream.report_written
+    pusher = _Pusher(stream, encoder, sink, opened, closed, reported) if one and push else None
     try:
         while True:
             if not stream.has_news():
@@ -97,37 +105,94 @@ async def drive(
                 continue
             parts: list[P] = []
             room = TOKENS_PER_WRITE
+            start = 0
+            starts: list[int] | None = None
             if one:
+                start = sequences[0].sent
                 if not closed[0]:
                     room = _encode_news(sequences[0], 0, encoder, opened, closed, parts, room)
             else:
+                if report is not None:
+                    starts = [seq.sent for seq in sequences]
                 room = _interleave(sequences, encoder, opened, closed, parts, room)
             error = stream.error
             if isinstance(error, RequestAborted):
                 return
+            sliced = False
             if error is not None:
                 parts.append(encoder.error(as_request_error(error)))
             elif room <= 0:
-                await _written(sink(parts))
-                await asyncio.sleep(0)
-                continue
+                sliced = True  # more tokens than one write carries: the rest after a yield
             elif stream.done:
                 parts.append(encoder.closing(stream))
             if parts:
-                await _written(sink(parts))
+                pending = sink(parts)
+                if report is not None and not written_when_awaited:
+                    _tell(report, sequences, start, starts, closed, reported)
+                if pending is not None:
+                    await pending
+                if report is not None and written_when_awaited:
+                    _tell(report, sequences, start, starts, closed, reported)
+            if sliced:
+                await asyncio.sleep(0)
+                continue
             if stream.done:
                 return
     finally:
         stream.listener = None
         if stop_watching is not None:
             stop_watching()
+        if report is not None:
+            # A choice that ended but whose end was never written (its client left, or a
+            # write failed) ends for its client now.
+            for i, seq in enumerate(sequences):
+                if seq.finished and not reported[i]:
+                    report(seq, seq.sent, seq.sent, True)
         stream.abort()  # a no-op once the stream is done
         stream.release()  # written out: nothing reads its sequences any more
 
 
-async def _written(pending: Awaitable[None] | None) -> None:
-    if pending is not None:
-        await pending
+def _tell(
+    report: WrittenReport,
+    sequences: list[Sequence],
+    start: int,
+    starts: list[int] | None,
+    closed: list[bool],
+    reported: list[bool],
+) -> None:
+    """Reports what one pass wrote: of its one choice (`start`: what was sent before the
+    pass), or of each (`starts`)."""
+    if starts is None:
+        _tell_one(report, sequences[0], 0, start, closed, reported)
+        return
+    for i, seq in enumerate(sequences):
+        _tell_one(report, seq, i, starts[i], closed, reported)
+
+
+def _tell_one(
+    report: WrittenReport,
+    seq: Sequence,
+    i: int,
+    start: int,
+    closed: list[bool],
+    reported: list[bool],
+) -> None:
+    ended = closed[i] and not reported[i]
+    if seq.sent > start or ended:
+        if ended:
+            reported[i] = True
+        report(seq, start, seq.sent, ended)
+
+
+def answer_written(stream: RequestStream) -> None:
+    """A whole answer was just handed to its transport: each of its choices ended for its
+    client now (its tokens were observed as the engine released them)."""
+    report = stream.report_written
+    if report is None:
+        return
+    for seq in stream.sequences:
+        if seq.finished:
+            report(seq, seq.emitted, seq.emitted, True)
 
 
 async def wait_for_result(stream: RequestStream, caller: Caller) -> None:
@@ -153,7 +218,16 @@ class _Pusher(Generic[P]):
     coroutine for everything else: the end, a failure, a client that stopped reading, or
     more tokens at once than one write should carry."""
 
-    __slots__ = ("_closed", "_encoder", "_opened", "_sink", "_stream", "_waiter", "blocked")
+    __slots__ = (
+        "_closed",
+        "_encoder",
+        "_opened",
+        "_reported",
+        "_sink",
+        "_stream",
+        "_waiter",
+        "blocked",
+    )
 
     def __init__(
         self,
@@ -162,12 +236,14 @@ class _Pusher(Generic[P]):
         sink: Sink[P],
         opened: list[bool],
         closed: list[bool],
+        reported: list[bool],
     ) -> None:
         self._stream = stream
         self._encoder = encoder
         self._sink = sink
         self._opened = opened
         self._closed = closed
+        self._reported = reported
         self._waiter: asyncio.Future[None] | None = None
         self.blocked: Awaitable[None] | None = None  # a write that must be awaited
 
@@ -184,17 +260,16 @@ class _Pusher(Generic[P]):
             return
         parts: list[P] = []
         try:
+            seq = stream.sequences[0]
+            start = seq.sent
             room = _encode_news(
-                stream.sequences[0],
-                0,
-                self._encoder,
-                self._opened,
-                self._closed,
-                parts,
-                TOKENS_PER_WRITE,
+                seq, 0, self._encoder, self._opened, self._closed, parts, TOKENS_PER_WRITE
             )
             if parts:
                 pending = self._sink(parts)
+                report = stream.report_written
+                if report is not None:  # taken by the transport (a pushed stream's sink)
+                    _tell_one(report, seq, 0, start, self._closed, self._reported)
                 if pending is not None:
                     self.blocked = pending
                     room = 0

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from vllm_sim.engine.errors import EngineError
-from vllm_sim.engine.request import GenerationRequest
+from vllm_sim.engine.request import Delivery, GenerationRequest
 from vllm_sim.engine.sequence import RequestStream
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.body import decode_body
@@ -170,6 +170,8 @@ def _generation_request(
         prompt_logprobs=options.prompt_logprobs,
         reasoning=_reasoning(ctx, options, features.reasoning),
         reasoning_budget=_reasoning_budget(options) if features.reasoning else None,
+        # Every transport reports its writes (driver.drive, answer_written).
+        delivery=Delivery.STREAM if options.stream else Delivery.WHOLE,
     )
 
 

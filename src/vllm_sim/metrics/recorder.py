@@ -1,7 +1,16 @@
-"""Records vLLM's request metrics from the engine's lifecycle events.
+"""Records vLLM's request metrics from the engine's lifecycle events and the front end's
+writes.
 
-Every observation is what happened to the sequence: its sampled TTFT and inter-token
-delays, and the measured times between its transitions. Nothing is read from the config.
+Every observation is what happened to the sequence: the measured times between its
+transitions. Nothing is read from the config. What the client sees is taken where the
+client's bytes are written (output_written), so that a process that writes later than its
+engine released (one that cannot keep up with its load) shows it in the latencies: a
+streamed answer's TTFT, inter-token gaps and end-to-end latency at the writes of its
+chunks, a whole answer's end-to-end latency at its one write, and each write's lag behind
+the release in the simulator's own gauges (lag.py). The engine's phases (queue, prefill,
+decode, inference and the per-request TPOT) stay on the engine's clock, as vLLM takes them
+from its engine core's timestamps. A request no write is reported for (a what-if replay,
+embeddings) is observed at the release, as the engine's events come.
 
 Observations are made at once (holding sequences for a later batch would keep them alive
 into older GC generations, which costs more than it saves), on series looked up once.
@@ -18,7 +27,7 @@ from collections import Counter
 
 from vllm_sim.engine.finish import Finish
 from vllm_sim.engine.observer import EngineObserver
-from vllm_sim.engine.request import GenerationRequest
+from vllm_sim.engine.request import Delivery, GenerationRequest
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.metrics.catalogue import SpecDecodeFamilies, VllmMetrics
 from vllm_sim.metrics.families import (
@@ -28,6 +37,7 @@ from vllm_sim.metrics.families import (
     Snapshot,
     ValueSeries,
 )
+from vllm_sim.metrics.lag import OutputLag, write_lag
 
 ABORT = "abort"
 # vLLM's engine ends a tool-calling turn as `stop`; the API layer alone says `tool_calls`.
@@ -36,6 +46,9 @@ _ENGINE_REASON = {Finish.TOOL_CALLS: Finish.STOP}
 _QUEUE_CAP = "max_num_queued_reqs"
 
 ParentKey = tuple[RequestStream, int]  # a request's choices of one prompt: vLLM's parent
+# Read once per token: module constants rather than the enum's attributes.
+_STREAM = Delivery.STREAM
+_RELEASED = Delivery.RELEASED
 
 
 def _observe(series: HistogramSeries, value: float) -> None:
@@ -68,8 +81,11 @@ class _SpecDecodeSeries:
 class MetricsRecorder(EngineObserver):
     """An EngineObserver that keeps the request families of a VllmMetrics current."""
 
-    def __init__(self, metrics: VllmMetrics, max_loras: int = 1) -> None:
+    def __init__(
+        self, metrics: VllmMetrics, max_loras: int = 1, lag: OutputLag | None = None
+    ) -> None:
         labels = metrics.labels
+        self.lag = OutputLag() if lag is None else lag
         self._max_lora = str(max_loras)
         self._lora_waiting: Counter[str] = Counter()
         self._lora_running: Counter[str] = Counter()
@@ -204,14 +220,16 @@ class MetricsRecorder(EngineObserver):
 
     def first_token(self, seq: Sequence) -> None:
         # Once per sequence: observed inline (a bisect and two additions each). From the
-        # request's arrival, as the client sees it: queueing counts.
+        # request's arrival, as the client sees it: queueing counts. A streamed answer's
+        # is taken when its first token is written (output_written).
         first = seq.t_first_token
         if first is None:
             return
-        ttft = first - seq.t_submitted
-        hist = self._ttft
-        hist.counts[bisect_left(hist.bounds, ttft)] += 1
-        hist.sum += ttft
+        if seq.request.delivery is not _STREAM:
+            ttft = first - seq.t_submitted
+            hist = self._ttft
+            hist.counts[bisect_left(hist.bounds, ttft)] += 1
+            hist.sum += ttft
         if seq.t_started is not None:
             prefill = first - seq.t_started
             hist = self._prefill
@@ -219,9 +237,63 @@ class MetricsRecorder(EngineObserver):
             hist.sum += prefill
 
     def inter_tokens(self, seq: Sequence, delay: float, count: int) -> None:
+        if seq.request.delivery is _STREAM:
+            # Observed as the client gets them: one gap per gap the engine made, whatever
+            # number of tokens each carried (a speculative step's burst is one gap).
+            seq.gaps_unwritten += count
+            return
         itl = self._itl
         itl.counts[bisect_left(itl.bounds, delay)] += count
         itl.sum += delay * count
+
+    def output_written(
+        self, seq: Sequence, start: int, end: int, finished: bool, now: float
+    ) -> None:
+        lag = write_lag(seq, start, end, finished, now)
+        if lag < 0.0:
+            return  # neither a token nor an end: nothing was written of it
+        self.lag.sample(lag, now)
+        request = seq.request
+        if request.delivery is _STREAM:
+            if start == 0 and seq.t_first_token is not None:
+                # Its first piece (an answer with no token: just its end) is its TTFT.
+                ttft = now - seq.t_submitted
+                hist = self._ttft
+                hist.counts[bisect_left(hist.bounds, ttft)] += 1
+                hist.sum += ttft
+            if seq.gaps_unwritten and end > start:
+                self._written_gaps(seq, start, end, now)
+            seq.t_written = now
+        # The end as the client got it, unless observed when the engine ended it: a
+        # sequence ended by the server (pause) is observed there, as one its client left.
+        if finished and seq.finish_reason != ABORT and seq.t_finished is not None:
+            value = now - seq.t_submitted
+            hist = self._e2e
+            hist.counts[bisect_left(hist.bounds, value)] += 1
+            hist.sum += value
+
+    def _written_gaps(self, seq: Sequence, start: int, end: int, now: float) -> None:
+        """The gaps the engine made among tokens [start, end), as the client got them: the
+        first since the previous write (none if this write carries the first token), the
+        others 0, having come in the same write. As many as the engine made (a tool call's
+        first token and a speculative burst's tokens follow without a gap of their own),
+        and no more than the tokens written: a slice of a long tail leaves the rest for the
+        next slice."""
+        count = end - (start if start > 0 else 1)
+        pending = seq.gaps_unwritten
+        if pending < count:
+            count = pending
+        if count <= 0:
+            return
+        seq.gaps_unwritten = pending - count
+        itl = self._itl
+        if start > 0:
+            gap = now - seq.t_written
+            itl.counts[bisect_left(itl.bounds, gap)] += 1
+            itl.sum += gap
+            count -= 1
+        # Every bound is positive: a gap of 0 is in the first bucket.
+        itl.counts[0] += count
 
     def drafts_verified(self, seq: Sequence, drafts: int, accepted: int) -> None:
         spec = self._spec
@@ -324,15 +396,19 @@ class MetricsRecorder(EngineObserver):
             hist.counts[bisect_left(hist.bounds, max_tokens)] += 1
             hist.sum += max_tokens
         if seq.t_finished is not None:
-            self._record_times(seq, seq.t_finished, generated)
+            # Its end-to-end latency when the client gets its end (output_written), unless
+            # no write is reported or the client left (or the server ended it).
+            e2e = reason == ABORT or request.delivery is _RELEASED
+            self._record_times(seq, seq.t_finished, generated, e2e)
 
-    def _record_times(self, seq: Sequence, end: float, generated: int) -> None:
+    def _record_times(self, seq: Sequence, end: float, generated: int, e2e: bool) -> None:
         """The phase times of an ended sequence, observed inline (bisect and two additions
         each): this runs once per sequence."""
-        value = end - seq.t_submitted
-        hist = self._e2e
-        hist.counts[bisect_left(hist.bounds, value)] += 1
-        hist.sum += value
+        if e2e:
+            value = end - seq.t_submitted
+            hist = self._e2e
+            hist.counts[bisect_left(hist.bounds, value)] += 1
+            hist.sum += value
         started = seq.t_started
         if started is None:
             return

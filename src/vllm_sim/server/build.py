@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vllm_sim.config import Config, FakeMetrics
-from vllm_sim.engine.clock import ScaledScheduler, Scheduler
+from vllm_sim.engine.clock import LoopScheduler, ScaledScheduler, Scheduler
 from vllm_sim.engine.content import ContentSource
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.kvcache.cache import BlockCache
@@ -43,9 +43,10 @@ from vllm_sim.metrics.catalogue import (
     fake_scheduler,
     live_scheduler,
 )
-from vllm_sim.metrics.exposition import Exposition
+from vllm_sim.metrics.exposition import Exposition, Families
 from vllm_sim.metrics.fake import FakeMetricsDriver
 from vllm_sim.metrics.instrumentator import HttpMetrics
+from vllm_sim.metrics.lag import LagObserver, OutputLag, lag_gauges
 from vllm_sim.metrics.recorder import MetricsRecorder
 from vllm_sim.metrics.sleep_mode import SleepModeMetrics
 from vllm_sim.perf import StepTimeModel
@@ -112,12 +113,14 @@ def build_instance(
     )
     metrics.cache_config.labels(*cache_config_labels(cache_shape(cfg, rank))).set(1)
     record = cfg.fake_metrics is None and not cfg.disable_log_stats
-    observer: MetricsRecorder | None = None
+    clock: Scheduler = ScaledScheduler(cfg.time_scale) if cfg.time_scale != 1.0 else LoopScheduler()
+    # Whatever the metrics mode, how far the writes trail the engine is measured and told.
+    lag = OutputLag(clock.now, f"{cfg.display_model_name}, engine {rank}, port {port}")
+    observer: EngineObserver = LagObserver(lag)
     if record:
         # vLLM's start-up state: every series at 0 (the recorder then derives some of them).
         metrics.precreate_series()
-        observer = MetricsRecorder(metrics, cfg.max_loras)
-    clock = ScaledScheduler(cfg.time_scale) if cfg.time_scale != 1.0 else None
+        observer = MetricsRecorder(metrics, cfg.max_loras, lag)
     engine = build_engine(cfg, content, rng, clock, observer, kv, step_model, spec)
     ctx = api_context(cfg, port, rng, engine, tokenizer)
     readiness = Readiness(cfg.startup_duration.seconds)
@@ -134,7 +137,7 @@ def build_instance(
     sleep_mode = SleepMode(engine, sleep_metrics, cfg.enable_sleep_mode)
     routes = build_routes(
         ctx,
-        Exposition(metrics.families, http_metrics, sleep_metrics),
+        Exposition(metrics.families, http_metrics, sleep_metrics, _own_families(metrics, lag)),
         readiness,
         control,
         cfg.vllm_dev_mode,
@@ -291,6 +294,14 @@ def cache_shape(cfg: Config, rank: int) -> CacheShape:
         gpu_memory_utilization=cfg.gpu_memory_utilization,
         cache_dtype=cfg.kv_cache_dtype,
     )
+
+
+def _own_families(metrics: VllmMetrics, lag: OutputLag) -> Families:
+    """The simulator's own families, after vLLM's and outside its `vllm:` namespace."""
+    families = Families()
+    for family in lag_gauges(metrics.labels, lag):
+        families.register(family)
+    return families
 
 
 def _sleep_state(view: EngineView) -> SleepState:

@@ -15,9 +15,10 @@ import httpx
 import pytest
 
 from tests.support.grpc_client import engine_stub, wait_for_requests
-from tests.support.metrics import scrape
+from tests.support.metrics import E2E, ITL, TTFT, scrape
 from tests.support.server import SimServer
 from vllm_sim.engine.tokenizer.simulated import EOS_TOKEN_ID
+from vllm_sim.metrics.lag import LAG
 from vllm_sim.proto import engine_pb2 as pb
 from vllm_sim.proto import engine_pb2_grpc as pb_grpc
 
@@ -234,6 +235,30 @@ def test_metrics_count_grpc_requests(echo: SimServer, stub: pb_grpc.VllmEngineSt
         list(stub.Generate(generate(list(range(1, 22)), 25)))
         after = scrape(client).value("vllm:prompt_tokens_total")
     assert after - before == 21
+
+
+def test_streamed_and_whole_calls_are_timed_as_written(
+    echo: SimServer, stub: pb_grpc.VllmEngineStub
+) -> None:
+    """A streamed call's TTFT, gaps and end at its message writes, a whole one's end at
+    its one message, and the writes' lag in the simulator's own gauge: every call counted
+    once, every gap once."""
+    with httpx.Client(base_url=echo.url) as client:
+        before = scrape(client)
+        streamed = list(stub.Generate(generate(IDS, 4, stream=True)))
+        [whole] = list(stub.Generate(generate(IDS, 4)))
+        after = scrape(client)
+
+    def grown(name: str) -> float:
+        return after.value(name) - before.value(name)
+
+    # Echo mode: each answers its prompt's 4 tokens.
+    assert len([m for m in streamed if m.HasField("chunk")]) == 4
+    assert len(whole.complete.output_ids) == 4
+    assert grown(TTFT + "_count") == 2
+    assert grown(ITL + "_count") == 2 * 3
+    assert grown(E2E + "_count") == 2
+    assert 0.0 <= after.value(LAG) < 1.0
 
 
 def test_the_same_prompt_again_hits_the_prefix_cache(stub: pb_grpc.VllmEngineStub) -> None:

@@ -4,6 +4,7 @@ a few requests, and what a load leaves in the request-parameter histograms."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,8 @@ MAX_MODEL_LEN = 512  # the oracle's
 # with --enable-lora only; routers read it) and the TPOT histogram (hidden since vLLM 0.12;
 # llm-d's fake-metrics contract drives it).
 EXTRA = ("vllm:lora_requests_info", "vllm:time_per_output_token_seconds")
+# The simulator's own families, outside vLLM's namespace and after its families.
+OWN = ("vllm_sim:output_lag_seconds", "vllm_sim:output_lag_max_seconds")
 
 
 @pytest.fixture(scope="module")
@@ -59,17 +62,24 @@ def _is_extra(line: str) -> bool:
     return any(name.startswith(extra) for extra in EXTRA)
 
 
+def _is_own(line: str) -> bool:
+    return line.split(" ")[2].startswith("vllm_sim:")
+
+
 def test_families_types_help_and_order_are_vllms(page: Metrics) -> None:
     """Every HELP and TYPE line of vLLM 0.32's page, in its order, and no other but the
-    simulator's two extras."""
+    simulator's two extras and, last, its own families."""
     expected = _headers(LISTING.read_text())
     ours = _headers(page.text)
-    assert [line for line in ours if not _is_extra(line)] == expected
+    vllms = [line for line in ours if not _is_own(line)]
+    assert [line for line in vllms if not _is_extra(line)] == expected
     assert {line.split(" ")[2] for line in ours if _is_extra(line)} == {
         "vllm:lora_requests_info",
         "vllm:time_per_output_token_seconds",
         "vllm:time_per_output_token_seconds_created",
     }
+    own = [line.split(" ")[2] for line in ours[len(vllms) :]]
+    assert own == [name for name in OWN for _ in ("HELP", "TYPE")]
 
 
 def test_label_names_are_vllms(page: Metrics, sim: SimServer) -> None:
@@ -127,7 +137,8 @@ def test_classic_text_whatever_the_scraper_asks(sim: SimServer) -> None:
     assert "# EOF" not in response.text
     assert "# TYPE vllm:prompt_tokens_total counter\n" in response.text
     assert "\nvllm:prompt_tokens_total{" in response.text
-    assert "\nvllm_" not in response.text
+    # No `vllm:` name escaped (the simulator's own `vllm_sim:` names are not vLLM's).
+    assert not re.search(r"^vllm_(?!sim:)", response.text, re.MULTILINE)
 
 
 def test_http_families_count_by_handler_method_and_status(sim: SimServer) -> None:

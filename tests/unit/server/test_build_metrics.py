@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.exchange import exchange
 from vllm_sim.config import load_config
 from vllm_sim.engine.request import GenerationRequest, Prompt
+from vllm_sim.metrics.lag import LAG, LAG_MAX
 from vllm_sim.server.build import Instance, build_instance
 
 ENV = {"VLLM_SERVER_DEV_MODE": "1"}  # the sleep routes are development routes, as in vLLM
@@ -92,3 +93,33 @@ def test_a_data_parallel_rank_is_the_engine_label() -> None:
         assert [dict(labels)["engine"] for labels in info] == ["2"]
 
     asyncio.run(main())
+
+
+def test_the_output_lag_is_shown_whatever_the_metrics_mode() -> None:
+    """The simulator's own lag gauges, last on the page, with the engine's labels: with
+    vLLM's request metrics, without them (--disable-log-stats) and under fake metrics; a
+    streamed answer's writes are what they measure."""
+
+    async def main() -> None:
+        for args in ((), ("--disable-log-stats",), ("--fake-metrics", "{}")):
+            inst = instance(*args, rank=1)
+            status, _ = await chat_stream(inst)
+            assert status == 200
+            _, body = await call(inst, "GET", "/metrics")
+            names = [f.name for f in text_string_to_metric_families(body.decode())]
+            assert names[-2:] == [LAG, LAG_MAX], args
+            lag = await series(inst, LAG)
+            assert list(lag) == [(("engine", "1"), ("model_name", "m"))], args
+            [value] = lag.values()
+            assert 0.0 <= value < 1.0, args  # written in the tick that released it
+            [longest] = (await series(inst, LAG_MAX)).values()
+            assert 0.0 < longest < 1.0, args  # its writes were measured
+
+    asyncio.run(main())
+
+
+async def chat_stream(inst: Instance) -> tuple[int, bytes]:
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true}'
+    headers = [(b"content-type", b"application/json")]
+    answer = await exchange(inst.app, "POST", "/v1/chat/completions", body, headers)
+    return answer.status, answer.body

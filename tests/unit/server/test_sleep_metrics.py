@@ -17,7 +17,9 @@ BOUNDS = ["0.01", "0.1", "1.0", "10.0", "30.0", "60.0", "120.0", "300.0", "600.0
 
 
 def families(text: str) -> list[str]:
-    return [f.name for f in text_string_to_metric_families(text)]
+    """vLLM's families (the simulator's own, outside its namespace, come after them)."""
+    names = [f.name for f in text_string_to_metric_families(text)]
+    return [name for name in names if not name.startswith("vllm_sim:")]
 
 
 def test_absent_before_the_first_operation_present_after_sleep_and_wake() -> None:

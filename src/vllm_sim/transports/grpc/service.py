@@ -27,7 +27,7 @@ from vllm_sim.engine.sequence import RequestStream
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.access import SHUTTING_DOWN, Check, Drain
 from vllm_sim.frontend.context import ApiContext
-from vllm_sim.frontend.driver import Sink, drive, wait_for_result
+from vllm_sim.frontend.driver import Sink, answer_written, drive, wait_for_result
 from vllm_sim.frontend.endpoint import Call
 from vllm_sim.frontend.pipeline import admit
 from vllm_sim.proto import engine_pb2 as pb
@@ -106,12 +106,15 @@ class VllmEngineServicer:
         try:
             if call.options.stream:
                 chunks = self._endpoint.chunks(call)
-                await drive(stream, caller, chunks, _message_sink(context), push=False)
+                # A message is written when its write is awaited (grpcio's flow control).
+                sink = _message_sink(context)
+                await drive(stream, caller, chunks, sink, push=False, written_when_awaited=True)
                 if isinstance(stream.error, RequestAborted):
                     raise stream.error
             else:
                 await wait_for_result(stream, caller)
                 await context.write(complete(call, whole=True))
+                answer_written(stream)
         except RequestError as error:
             await context.abort(grpc_status(error.status), error.message)
         except RequestAborted:

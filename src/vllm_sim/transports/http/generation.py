@@ -11,7 +11,7 @@ from vllm_sim.engine.errors import RequestAborted
 from vllm_sim.engine.sequence import RequestStream
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.context import ApiContext
-from vllm_sim.frontend.driver import ChunkEncoder, Sink, drive
+from vllm_sim.frontend.driver import ChunkEncoder, Sink, answer_written, drive
 from vllm_sim.frontend.endpoint import Endpoint
 from vllm_sim.frontend.pipeline import serve
 from vllm_sim.http.messages import (
@@ -40,6 +40,8 @@ def generation_handler(ctx: ApiContext, endpoint: Endpoint[Any]) -> Handler:
             return Response(499, b"")
         headers = ctx.response_headers(call.request_id)
         if isinstance(answer, bytes):
+            # Written as this returns, in the same turn of the loop: its end, for /metrics.
+            answer_written(call.stream)
             call.stream.release()  # answered: nothing reads its sequences any more
             return Response(200, answer, headers=headers)
         return StreamingResponse(sse_events(call.stream, request, answer), headers=headers)
