@@ -1,4 +1,4 @@
-"""14. Truth under overload: what the clients saw against what /metrics says.
+"""15. Truth under overload: what the clients saw against what /metrics says.
 
 One server process on one core serving more streams than it can write on time: a 1B model
 (meta-llama/Llama-3.2-1B's shape) under `--timing-model roofline --gpu H100` with
@@ -148,7 +148,7 @@ def run(opts: Options) -> BenchReport:
     # requests (whose wait in the listener's backlog no server clock sees) stay out.
     warmup, duration, _ = opts.plan(full=(12.0, 10.0, 1), quick=(8.0, 5.0, 1))
     title = (
-        f"14. Truth under overload: {MODEL} shape, roofline on H100, --max-num-seqs 1024, "
+        f"15. Truth under overload: {MODEL} shape, roofline on H100, --max-num-seqs 1024, "
         f"{TOKENS}-token streams; client against /metrics over {duration:g} s after "
         f"{warmup:g} s, a fresh server per load"
     )
