@@ -186,7 +186,12 @@ class RooflineModel:
         weight_bytes: float = 2.0,
         kv_bytes: float = 2.0,
         compute_dtype: ComputeDtype = "bf16",
+        full_cuda_graphs: bool = True,
     ) -> None:
+        """`full_cuda_graphs`: decode-only steps replay one CUDA graph of the whole model,
+        as vLLM's default (FULL_AND_PIECEWISE) does; False for piecewise graphs only (older
+        vLLM's default), where every step launches each layer's attention outside the
+        graph and pays what a prefill step pays per layer."""
         if isinstance(tensor_parallel, bool) or tensor_parallel < 1:
             raise ValueError(f"tensor_parallel must be at least 1, not {tensor_parallel!r}")
         if not weight_bytes > 0 or not kv_bytes > 0:
@@ -222,6 +227,9 @@ class RooflineModel:
         if shape.is_moe:
             self._fixed_s += shape.layers * gpu.moe_layer_overhead_s
         self._prefill_fixed_s = shape.layers * gpu.prefill_layer_overhead_s
+        if not full_cuda_graphs:
+            self._fixed_s += self._prefill_fixed_s
+            self._prefill_fixed_s = 0.0
         self._per_request_s = gpu.per_request_overhead_s
         # Tensor parallelism: a ring all-reduce moves 2 (n-1)/n of its message per GPU,
         # a gather (n-1)/n; activations and logits travel in 16 bits.

@@ -389,3 +389,16 @@ def test_a_model_refuses_bad_arguments(arguments: dict[str, object]) -> None:
 def test_the_roofline_model_is_a_step_time_model() -> None:
     model: StepTimeModel = rtx_pro_6000()
     assert math.isfinite(model.step_seconds(decode_step(1, 1)))
+
+
+def test_piecewise_cuda_graphs_pay_the_per_layer_cost_at_every_step() -> None:
+    gpu = replace(GPUS["H100"], prefill_layer_overhead_s=60e-6)
+    full = RooflineModel(LLAMA_8B, gpu)
+    piecewise = RooflineModel(LLAMA_8B, gpu, full_cuda_graphs=False)
+    decode = decode_step(8, 500)
+    assert piecewise.step_seconds(decode) - full.step_seconds(decode) == pytest.approx(
+        LLAMA_8B.layers * 60e-6
+    )
+    mixed = decode_step(8, 500)
+    mixed.add_prefill(0, 100, completes=True)
+    assert piecewise.step_seconds(mixed) == pytest.approx(full.step_seconds(mixed))
