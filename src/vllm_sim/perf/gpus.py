@@ -279,8 +279,9 @@ GPUS: Final[Mapping[str, GpuSpec]] = {
         # BF16/FP16 tensor TFLOPS (1007.6 sparse) and 1007.6 dense FP8 (2015 sparse). The
         # datasheet bandwidth is 1.792 TB/s; 1.6 is the figure LLMServingSim's set B
         # profile is modelled with, and the calibration in the tests is against that
-        # profile. Its compute efficiency is set B's: the 1024-token prefill (47.9 ms)
-        # implies 0.61 of the peak once the step's overheads are taken off.
+        # profile. Its efficiencies are set B's: the 1024-token prefill (47.9 ms) implies
+        # 0.61 of the compute peak, the batch-1 decode step (12.8 ms for 15 GB of
+        # weights) 0.81 of the bandwidth, once the step's overheads are taken off.
         GpuSpec(
             "RTX-PRO-6000",
             bf16_tflops=503.8,
@@ -288,6 +289,7 @@ GPUS: Final[Mapping[str, GpuSpec]] = {
             memory_gb=96,
             bandwidth_tbps=1.6,
             compute_efficiency=0.61,
+            weight_bandwidth_efficiency=0.81,
             link_gbps=_PCIE5,
             allreduce_s=_PCIE_ALLREDUCE_S,
             cost_per_hour=1.8,
