@@ -81,6 +81,7 @@ class StepLoop:
         self.steps = 0  # steps run since start (tests and the fidelity benchmark read it)
         # A request reaches the scheduler this long after it arrived (vLLM's API server).
         self._admission_delay = step_model.admission_delay
+        self._waiting_ready_at = 0.0  # a waiting request seen not yet ready: when it is
 
     def attach(self, core: SchedulerCore) -> None:
         self._core = core
@@ -159,6 +160,7 @@ class StepLoop:
         load = StepLoad()
         self._stepping = True
         self._preempted_in_step = False
+        self._waiting_ready_at = 0.0
         try:
             budget = self._schedule_running(step, load, self.max_num_batched_tokens, now)
             # vLLM admits nobody in a step that had to preempt: the cache is full.
@@ -209,7 +211,9 @@ class StepLoop:
         while budget > 0 and core.num_running < core.limits.max_num_seqs:
             if time.perf_counter() >= turn.ends:
                 break  # a burst larger than a turn's work waits for the next step
-            if self._ready_at(core.next_waiting()) > step.started:
+            ready = self._ready_at(core.next_waiting())
+            if ready > step.started:
+                self._waiting_ready_at = ready
                 break  # still in the API server: a later step admits it
             seq = core.start_next()
             if seq is None:
@@ -229,10 +233,10 @@ class StepLoop:
         """With nothing to compute but KV on its way or a request still in the API server,
         the next step starts when the first of them is ready."""
         pending = [seq.deadline for seq in self._running.values() if seq.deadline > 0.0]
-        if self._lifecycle.paused is None:
-            ready = self._ready_at(self._core.next_waiting())
-            if ready > self._clock():
-                pending.append(ready)
+        if self._waiting_ready_at:
+            # Timed from a late step's due time, this step saw a request not yet ready
+            # that may be by now: the next step comes no earlier than now.
+            pending.append(max(self._waiting_ready_at, self._clock()))
         if pending and self._kick is None:
             self._kick = self._scheduler.call_at(min(pending), self._kicked)
 

@@ -327,3 +327,22 @@ def test_late_timers_do_not_slow_the_pace() -> None:
         assert gaps == pytest.approx([decode_step(1)] * 5)
 
     run(scenario)
+
+
+def test_a_request_ready_during_a_late_step_end_is_not_forgotten() -> None:
+    """Timers fire 2 ms late: the first step starts at 10 ms and is due at 30, its end runs
+    at 32. A request arriving at 22.5 ms reaches the scheduler at 30.5: after the due time
+    the next step is timed from, before now. With no other work, the engine must still
+    start a step for it rather than idle until the next arrival."""
+
+    async def scenario() -> None:
+        engine, _, _ = step_engine(tokens=1, api=0.008, scheduler=LateTimers())
+        start = virtual_now()
+        first = engine.submit(request(prompt_tokens=100))
+        await engine_sleep(0.0225)
+        late = engine.submit(request(prompt_tokens=10))
+        times = await asyncio.wait_for(token_times(late), timeout=5.0)
+        await token_times(first)
+        assert start + 0.0305 < times[0] < start + 0.06
+
+    run(scenario)
