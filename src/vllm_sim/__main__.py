@@ -147,6 +147,8 @@ def serve_group(members: Sequence[tuple[Config, int, int]], notes: Sequence[Note
             step_model = None
             if timing is not None:
                 log.info("Step engine: %s", timing.description)
+                for warning in timing.warnings:
+                    log.warning("%s", warning)
                 step_model = timing.model
             try:
                 instances.append(build_instance(cfg, port, rank, choice.tokenizer, step_model))

@@ -428,6 +428,10 @@ class Config:
         "prefill_ttft_ms, decode_active_kv_tokens, decode_context_length, decode_itl) or a "
         "CSV with the header prefill_tokens,decode_batch,context,ms",
         rules=(r.TIMING_TABLE,))
+    timing_profile: str = flag(STRING, "", P,
+        "Step-model coefficients fitted to a real vLLM run (`vllm-sim calibrate` writes the "
+        "YAML or JSON file), applied on top of --gpu and --gpu-spec-file under --timing-model "
+        "roofline", rules=(r.TIMING_PROFILE,))
     gpu_memory_utilization: float = vllm_flag(P,
         "Share of each GPU's memory the engine may use: with the weights it sets the "
         "roofline model's KV blocks; stored under the constant model",

@@ -17,6 +17,7 @@ from .fake_metrics_rules import fake_metrics_error
 from .gpu import resolve_gpu
 from .phase_rules import LATENCY_FACTOR_MESSAGE, latency_factor_error, phases_error
 from .speculative import speculative_config_error
+from .timing_profile import load_timing_profile
 
 if TYPE_CHECKING:  # the table in model attaches these rules, so model imports this module
     from .model import Config
@@ -431,6 +432,29 @@ TIMING_TABLE = Rule(
     "invalid timing-table",
     _timing_table_error,
 )
+
+
+def _timing_profile_error(path: Any, cfg: Config) -> str | None:
+    if not path:
+        return None
+    if cfg.timing_model != "roofline":
+        return (
+            "--timing-profile sets the roofline model's coefficients: it needs --timing-model "
+            "roofline"
+        )
+    try:
+        load_timing_profile(path)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+TIMING_PROFILE = Rule(
+    "empty, or a timing profile (YAML or JSON) under --timing-model roofline",
+    "invalid timing-profile",
+    _timing_profile_error,
+)
+
 
 OPTIONAL_PORT = Rule(
     "none, or 1-65535",

@@ -2,7 +2,9 @@
 
 Under `--timing-model roofline` the model's shape comes from its config.json (a local
 folder or the Hugging Face cache, where start-up has put it), else from a bundled preset
-for well-known models; the GPU from --gpu and --gpu-spec-file. The number of KV blocks is
+for well-known models; the GPU from --gpu and --gpu-spec-file, its step-model coefficients
+changed by --timing-profile (and, for calibration, by coefficients passed in). The number
+of KV blocks is
 computed as vLLM computes it from the GPU memory share, unless --num-gpu-blocks-override
 sets it. Under `--timing-model table` the step times come from --timing-table. With
 --speculative-config a step also pays for its drafter (perf/speculative.py): under the
@@ -19,10 +21,12 @@ from pathlib import Path
 
 from vllm_sim.config import Config, ConfigError
 from vllm_sim.config.gpu import resolve_gpu
+from vllm_sim.config.timing_profile import check_coefficients, load_timing_profile
 from vllm_sim.model_files import find_model_folder, read_json
 from vllm_sim.perf import (
     PRESETS,
     Drafter,
+    GpuSpec,
     ModelShape,
     RooflineModel,
     SpeculativeDecoding,
@@ -43,21 +47,31 @@ class StepTiming:
     model: StepTimeModel
     num_gpu_blocks: int
     description: str  # for the start-up log
+    warnings: tuple[str, ...] = ()  # for the start-up log, as warnings
 
 
-def step_timing(cfg: Config, environ: Mapping[str, str]) -> StepTiming | None:
-    """The step engine's timing for `cfg`; None under the constant (token clock) model."""
+Coefficients = Mapping[str, float]  # GpuSpec field names -> values
+
+
+def step_timing(
+    cfg: Config, environ: Mapping[str, str], coefficients: Coefficients | None = None
+) -> StepTiming | None:
+    """The step engine's timing for `cfg`; None under the constant (token clock) model.
+    `coefficients` change the roofline model's GPU last, after --timing-profile: the
+    calibration's candidates run through the same path as every server."""
     if cfg.timing_model == "constant":
         return None
     if cfg.timing_model == "table":
         return _table_timing(cfg)
-    return _roofline_timing(cfg, environ)
+    return _roofline_timing(cfg, environ, coefficients)
 
 
-def timed_config(cfg: Config, environ: Mapping[str, str]) -> tuple[Config, StepTiming | None]:
+def timed_config(
+    cfg: Config, environ: Mapping[str, str], coefficients: Coefficients | None = None
+) -> tuple[Config, StepTiming | None]:
     """`cfg` as an instance runs it: under a step model, its KV blocks the model's; and the
     step timing (None under the constant model). ConfigError if the model cannot run."""
-    timing = step_timing(cfg, environ)
+    timing = step_timing(cfg, environ, coefficients)
     if timing is None:
         return cfg, None
     return replace(cfg, kv_cache_size=timing.num_gpu_blocks), timing
@@ -81,7 +95,39 @@ def _table_timing(cfg: Config) -> StepTiming:
     return StepTiming(drafting_model(table, spec), blocks, description)
 
 
-def _roofline_timing(cfg: Config, environ: Mapping[str, str]) -> StepTiming:
+def roofline_gpu(
+    cfg: Config, coefficients: Coefficients | None = None
+) -> tuple[GpuSpec, str, tuple[str, ...]]:
+    """The GPU the roofline model times for `cfg`: --gpu, changed by --gpu-spec-file, then
+    by --timing-profile, then by `coefficients`; with the start-up log's words for the
+    profile ("" without one) and its warnings. ConfigError with a one-line reason."""
+    try:
+        gpu = resolve_gpu(cfg.gpu, cfg.gpu_spec_file)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    text = ""
+    warnings: tuple[str, ...] = ()
+    if cfg.timing_profile:
+        try:
+            profile = load_timing_profile(cfg.timing_profile)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        warning = profile.gpu_warning(gpu)
+        warnings = () if warning is None else (warning,)
+        gpu = profile.apply(gpu)
+        text = f"; coefficients from {profile.describe()}"
+    if coefficients:
+        try:
+            check_coefficients(coefficients, "coefficients")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        gpu = replace(gpu, **coefficients)  # type: ignore[arg-type]
+    return gpu, text, warnings
+
+
+def _roofline_timing(
+    cfg: Config, environ: Mapping[str, str], coefficients: Coefficients | None
+) -> StepTiming:
     shape, source = model_shape(cfg, environ)
     tp = cfg.tensor_parallel_size
     if shape.heads % tp:
@@ -90,10 +136,7 @@ def _roofline_timing(cfg: Config, environ: Mapping[str, str]) -> StepTiming:
             f"Total number of attention heads ({shape.heads}) must be divisible by tensor "
             f"parallel size ({tp})"
         )
-    try:
-        gpu = resolve_gpu(cfg.gpu, cfg.gpu_spec_file)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
+    gpu, profile_text, warnings = roofline_gpu(cfg, coefficients)
     fp8 = (cfg.quantization or "").lower().startswith("fp8")
     weight_bytes = 1.0 if fp8 else dtype_bytes(cfg.dtype)
     # `auto` is the model's activation dtype, which fp8 weight quantization leaves as is.
@@ -116,13 +159,14 @@ def _roofline_timing(cfg: Config, environ: Mapping[str, str]) -> StepTiming:
         f"roofline timing of {shape.name or cfg.model} ({source}, {weights:.1f} GiB of weights) "
         f"on {cfg.tensor_parallel_size} x {gpu.name}: {blocks} KV blocks of {cfg.block_size} "
         f"tokens, max {cfg.max_num_seqs} sequences, {cfg.max_num_batched_tokens} tokens a step"
+        f"{profile_text}"
     )
     spec = cfg.speculative
     if spec is None:
-        return StepTiming(roofline, blocks, description)
+        return StepTiming(roofline, blocks, description, warnings)
     share = _drafter_share(cfg, spec, shape, environ)
     model = drafting_model(roofline, spec, share)
-    return StepTiming(model, blocks, description + _speculation_text(spec, share))
+    return StepTiming(model, blocks, description + _speculation_text(spec, share), warnings)
 
 
 def _drafter_share(

@@ -172,6 +172,8 @@ def _run(
         prefill_instances=args.prefill_instances,
         vocabulary=args.vocab_size,
     )
+    for warning in replay.timing.warnings if replay.timing is not None else ():
+        print(f"vllm-sim replay: warning: {warning}", file=sys.stderr)
     return replay.run()
 
 

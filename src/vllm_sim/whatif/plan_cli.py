@@ -87,6 +87,7 @@ def plan_main(argv: Sequence[str]) -> int:
             _ints(args.max_num_batched_tokens_choices, "--max-num-batched-tokens-choices"),
         )
         read_trace(args.trace, args.trace_format, limit=args.limit)  # a bad trace stops here
+        _profile_warnings(flag_value(server_flags, "--timing-profile"), gpus, spec_file)
         executor = (
             planning.ray_executor(args.ray)
             if args.ray
@@ -155,6 +156,24 @@ def _plan_text(result: planning.Plan, folder: Path) -> str:
             )
     lines.append(f"report: {folder / 'plan.json'}")
     return "\n".join(lines)
+
+
+def _profile_warnings(path: str | None, gpus: list[str], spec_file: str) -> None:
+    """A --timing-profile fitted on another GPU applies to every candidate all the same:
+    said once per GPU here, rather than by every worker."""
+    if not path:
+        return
+    from vllm_sim.config.gpu import resolve_gpu
+    from vllm_sim.config.timing_profile import load_timing_profile
+
+    profile = load_timing_profile(path)  # ValueError: a one-line refusal
+    for name in gpus:
+        try:
+            warning = profile.gpu_warning(resolve_gpu(name, spec_file))
+        except ValueError:
+            continue  # an unknown GPU: its candidates are skipped with the reason
+        if warning is not None:
+            print(f"vllm-sim plan: warning: {warning}", file=sys.stderr)
 
 
 def _names(text: str) -> list[str]:
