@@ -8,14 +8,18 @@ samples are events on one virtual clock, so a run takes only the CPU its events 
 
 from __future__ import annotations
 
+import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import msgspec
 
 from vllm_sim.config import Config, ConfigError
+from vllm_sim.engine import turn as engine_turn
 from vllm_sim.engine.core import Engine
 from vllm_sim.engine.errors import EngineError
 from vllm_sim.engine.observer import EngineObserver
@@ -37,7 +41,7 @@ from vllm_sim.server.build import (
     rank_rng,
     speculation,
 )
-from vllm_sim.server.step_timing import timed_config
+from vllm_sim.server.step_timing import Coefficients, StepTiming, timed_config
 from vllm_sim.whatif.clock import VirtualClock
 from vllm_sim.whatif.prompts import VOCABULARY_SPAN, prompt_ids
 from vllm_sim.whatif.results import RequestRecord, RunResult, Sample
@@ -64,6 +68,21 @@ class _Collector(EngineObserver):
         self._run.preemptions += 1
 
 
+@contextmanager
+def virtual_turns() -> Iterator[None]:
+    """The engine ends its share of an event-loop turn after TURN_SECONDS of real time, so
+    that no burst of admissions blocks a live server's loop. A replay has no loop to keep
+    free, and a real-time limit there would make a busy machine admit fewer requests in a
+    step than an idle one: the same trace would replay differently from run to run. The
+    limit is lifted while a replay runs (the limit by work done stays)."""
+    saved = engine_turn.TURN_SECONDS
+    engine_turn.TURN_SECONDS = math.inf
+    try:
+        yield
+    finally:
+        engine_turn.TURN_SECONDS = saved
+
+
 def refuse_phases(cfg: Config) -> None:
     """A phase schedule runs on a server's wall clock, which a replay in simulated time has
     not: refused rather than silently left out."""
@@ -75,7 +94,13 @@ def refuse_phases(cfg: Config) -> None:
 
 
 class Replay:
-    """One run of a trace; `run()` returns its result."""
+    """One run of a trace; `run()` returns its result.
+
+    `coefficients` change the roofline model's GPU on top of the flags (calibration's
+    candidates). With `max_concurrency`, the trace's client keeps at most that many
+    requests open, as `vllm bench serve --max-concurrency` does: a request due while that
+    many are open is sent when one ends, and is timed from then (its arrival becomes the
+    send)."""
 
     def __init__(
         self,
@@ -89,10 +114,14 @@ class Replay:
         progress: Progress | None = None,
         prefill_instances: int | None = None,
         vocabulary: int = VOCABULARY_SPAN,
+        coefficients: Coefficients | None = None,
+        max_concurrency: int | None = None,
     ) -> None:
         refuse_phases(cfg)
-        cfg, timing = timed_config(cfg, os.environ if environ is None else environ)
+        environ = os.environ if environ is None else environ
+        cfg, timing = timed_config(cfg, environ, coefficients)
         step_model = None if timing is None else timing.model
+        self.timing: StepTiming | None = timing
         self.cfg = cfg
         self.trace = trace
         self.clock = VirtualClock()
@@ -112,6 +141,12 @@ class Replay:
         self.sample_interval = sample_interval
         self.progress = progress
         self.vocabulary = vocabulary
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
+        self.max_concurrency = max_concurrency
+        self._held: deque[int] = deque()  # requests due, waiting for the client to send them
+        self._sent = 0  # requests the client has open
+        self._sending = False
         self.records: list[RequestRecord] = []
         self.samples: list[Sample] = []
         self.preemptions = 0
@@ -136,7 +171,8 @@ class Replay:
         if self.trace.requests:
             self.clock.call_at(self.trace.requests[0].arrival, self._arrive)
         self.clock.call_at(0.0, self._sample)
-        self.clock.run()
+        with virtual_turns():
+            self.clock.run()
         for record in self.records:
             if record.error is None and record.e2e is None:
                 record.error = "unfinished"  # the engine stopped short: reported, not hidden
@@ -174,13 +210,38 @@ class Replay:
         now = self.clock.now()
         # Every request due now, then the timer for the next one.
         while self._next < len(requests) and requests[self._next].arrival <= now:
-            self._submit(self._next, requests[self._next])
+            if self.max_concurrency is not None:
+                self._held.append(self._next)
+            else:
+                self._submit(self._next, requests[self._next])
             self._next += 1
+        self._send_held()
         if self._next < len(requests):
             self.clock.call_at(requests[self._next].arrival, self._arrive)
 
-    def _submit(self, index: int, traced: TraceRequest) -> None:
-        record = RequestRecord(index, traced.line, -1, traced.arrival, traced.input_length)
+    def _send_held(self) -> None:
+        """The closed-loop client: sends held requests while fewer than max_concurrency
+        are open, each timed from now."""
+        limit = self.max_concurrency
+        if limit is None or self._sending:
+            return  # a refusal while sending: the loop below goes on
+        self._sending = True
+        try:
+            while self._held and self._sent < limit:
+                index = self._held.popleft()
+                self._sent += 1
+                self._submit(index, self.trace.requests[index], self.clock.now())
+        finally:
+            self._sending = False
+
+    def _client_done(self) -> None:
+        if self.max_concurrency is not None:
+            self._sent -= 1
+            self._send_held()
+
+    def _submit(self, index: int, traced: TraceRequest, sent: float | None = None) -> None:
+        arrival = traced.arrival if sent is None else sent
+        record = RequestRecord(index, traced.line, -1, arrival, traced.input_length)
         self.records.append(record)
         try:
             request = self._request(index, traced)
@@ -209,6 +270,7 @@ class Replay:
     def _refused(self, record: RequestRecord, error: str) -> None:
         record.error = error
         self._tick_progress()
+        self._client_done()
 
     def ended(self, seq: EngineSequence, error: str | None) -> None:
         record = self.records[int(seq.request.request_id)]
@@ -237,6 +299,7 @@ class Replay:
         self.finished += 1
         seq.stream.release()
         self._tick_progress()
+        self._client_done()
 
     def _decode(self, record: RequestRecord, prefilled: EngineSequence) -> None:
         """The prefill leg handed its KV over: the decode leg starts on a decode instance.
@@ -270,7 +333,7 @@ class Replay:
                 running,
             )
         )
-        if self._open or self._next < len(self.trace.requests):
+        if self._open or self._held or self._next < len(self.trace.requests):
             self.clock.call_at(self.clock.now() + self.sample_interval, self._sample)
 
     # ------------------------------------------------------------------ prompts
