@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
         from vllm_sim.whatif.plan_cli import plan_main
 
         return plan_main(args[1:])
+    if args[:1] == ["calibrate"]:
+        from vllm_sim.whatif.calibrate_cli import calibrate_main
+
+        return calibrate_main(args[1:])
     try:
         loaded = load_startup(args, os.environ)
     except HelpRequested as help_text:

@@ -32,18 +32,8 @@ DESCRIPTIVE_KEYS: Final = (
     "error_after",
     "created",
 )
-# GpuSpec fields that are the hardware's (datasheet figures, price) rather than the step
-# model's: a profile may set them, as a --gpu-spec-file may, but calibration never fits them.
-HARDWARE_FIELDS: Final = frozenset(
-    {"name", "bf16_tflops", "fp8_tflops", "memory_gb", "bandwidth_tbps", "cost_per_hour"}
-)
 # A profile is a few hundred bytes; anything much larger is not one.
 _MAX_BYTES: Final = 1 << 20
-
-
-def coefficient_names() -> tuple[str, ...]:
-    """The step model's coefficients, in GpuSpec's order: every field but the hardware's."""
-    return tuple(f.name for f in fields(GpuSpec) if f.name not in HARDWARE_FIELDS)
 
 
 def _settable_names() -> tuple[str, ...]:
