@@ -28,6 +28,7 @@ import math
 import multiprocessing
 import random
 import signal
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -84,6 +85,11 @@ DEFAULT_FIT: Final = (
 # large enough that the change it makes stands out from the jitter of which step each
 # request lands in, small enough to stay local.
 _STEP: Final = 0.05
+# The relative move of every coefficient that redraws the replay's step boundaries, to
+# measure each residual group's jitter; and the least jitter a group is weighed by (so a
+# smooth group does not drown the others, and a measured run's own scatter is allowed for).
+_NUDGE: Final = 0.02
+JITTER_FLOOR: Final = 0.005
 # A coefficient whose Jacobian column is below this share of the largest moves nothing.
 _UNIDENTIFIABLE: Final = 1e-3
 MIN_REQUESTS: Final = 20
@@ -136,7 +142,9 @@ class Targets(Protocol):
     @property
     def unit_name(self) -> str: ...
 
-    def residuals(self, records: Sequence[RequestRecord], subset: Sequence[int]) -> Vector: ...
+    def residuals(
+        self, records: Sequence[RequestRecord], subset: Sequence[int]
+    ) -> list[Vector]: ...  # groups: TTFT terms, TPOT terms, the two means' (one each)
 
     def errors(self, records: Sequence[RequestRecord], subset: Sequence[int]) -> Errors: ...
 
@@ -183,16 +191,6 @@ def _binned_log_ratio(simulated: Vector, measured: Vector, size: int) -> Vector:
     return _log_ratio(np.array(sims), np.array(meases))
 
 
-def _weighted_terms(groups: Sequence[Vector]) -> Vector:
-    """Each group of log ratios weighed as a whole (1/sqrt of its size), so a set of many
-    terms counts no more than a set of few."""
-    parts = []
-    for group in groups:
-        if len(group):
-            parts.append(group / math.sqrt(len(group)))
-    return np.concatenate(parts) if parts else np.zeros(0)
-
-
 class RequestTargets:
     """Per-request targets: each request's TTFT and TPOT."""
 
@@ -219,7 +217,7 @@ class RequestTargets:
                     tpot[record.index] = record.itl
         return ttft, tpot, e2e
 
-    def residuals(self, records: Sequence[RequestRecord], subset: Sequence[int]) -> Vector:
+    def residuals(self, records: Sequence[RequestRecord], subset: Sequence[int]) -> list[Vector]:
         ttft, tpot, _ = self._simulated(records)
         rows = np.asarray(subset, dtype=int)
         with_tpot = rows[np.isfinite(self.tpot[rows])]
@@ -229,7 +227,7 @@ class RequestTargets:
             _log_of(_mean_error(ttft[rows], self.ttft[rows])),
             _log_of(_mean_error(tpot[with_tpot], self.tpot[with_tpot])),
         ]
-        return np.concatenate([_weighted_terms([t, p]), np.array(means)])
+        return [t, p, np.array(means[:1]), np.array(means[1:])]
 
     def errors(self, records: Sequence[RequestRecord], subset: Sequence[int]) -> Errors:
         ttft, tpot, e2e = self._simulated(records)
@@ -299,7 +297,7 @@ class WindowTargets:
                 "count": sums["count"],
             }
 
-    def residuals(self, records: Sequence[RequestRecord], subset: Sequence[int]) -> Vector:
+    def residuals(self, records: Sequence[RequestRecord], subset: Sequence[int]) -> list[Vector]:
         sim = self._simulated(records)
         rows = np.asarray(subset, dtype=int)
         with_itl = rows[np.isfinite(self.itl[rows])]
@@ -310,7 +308,7 @@ class WindowTargets:
             _log_of(_mean_error(sim["ttft"][rows], self.ttft[rows], self.ttft_n[rows])),
             _log_of(itl_mean),
         ]
-        return np.concatenate([_weighted_terms([t, p]), np.array(means)])
+        return [t, p, np.array(means[:1]), np.array(means[1:])]
 
     def errors(self, records: Sequence[RequestRecord], subset: Sequence[int]) -> Errors:
         sim = self._simulated(records)
@@ -443,7 +441,9 @@ class Calibration:
         self.start = {name: float(getattr(gpu, name)) for name in self.names}
         self.evaluations = 0
         self.iterations = 0
-        self._cache: dict[tuple[float, ...], tuple[Vector, list[RequestRecord]]] = {}
+        self._cache: dict[tuple[float, ...], tuple[list[Vector], list[RequestRecord]]] = {}
+        self._weights: list[float] | None = None  # per residual group, once the jitter is known
+        self.jitter: list[float] = []  # per residual group
         self._active: tuple[str, ...] = self.names
         self._last_line = time.monotonic()
         self._started = time.monotonic()
@@ -465,16 +465,26 @@ class Calibration:
         """Several replays, in the worker processes when there are any."""
         if self.workers <= 1 or len(batch) <= 1:
             return [self.simulate(values) for values in batch]
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                min(self.workers, len(self.names)),
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_worker_start,
-                initargs=(self.cfg, self.trace, self.environ, self.measured.max_concurrency),
-            )
-        futures: list[Future[list[RequestRecord]]] = [
-            self._pool.submit(_worker_replay, dict(values)) for values in batch
-        ]
+        starting = self._pool is None
+        # Workers start with Ctrl-C ignored (an ignored signal stays ignored in a new
+        # interpreter), so one pressed while they import leaves no traceback of theirs:
+        # the parent stops them.
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if starting and main else None
+        try:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    min(self.workers, len(self.names)),
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_worker_start,
+                    initargs=(self.cfg, self.trace, self.environ, self.measured.max_concurrency),
+                )
+            futures: list[Future[list[RequestRecord]]] = [
+                self._pool.submit(_worker_replay, dict(values)) for values in batch
+            ]
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
         pending: set[Future[list[RequestRecord]]] = set(futures)
         while pending:
             _, pending = wait(pending, timeout=PROGRESS_SECONDS, return_when=FIRST_COMPLETED)
@@ -506,6 +516,11 @@ class Calibration:
         return self._evaluate_many([u])[0]
 
     def _evaluate_many(self, points: Sequence[Vector]) -> list[tuple[Vector, list[RequestRecord]]]:
+        return [(self._weigh(groups), records) for groups, records in self._groups_at(points)]
+
+    def _groups_at(
+        self, points: Sequence[Vector]
+    ) -> list[tuple[list[Vector], list[RequestRecord]]]:
         keys = [tuple(float(x) for x in u) for u in points]
         missing = [i for i, key in enumerate(keys) if key not in self._cache]
         runs = self.simulate_many([self._values(points[i]) for i in missing])
@@ -514,6 +529,40 @@ class Calibration:
             # The last few points: the optimiser asks again for the one it stands on.
             self._cache = {**dict(list(self._cache.items())[-8:]), keys[i]: hit}
         return [self._cache[key] for key in keys]
+
+    def _weigh(self, groups: list[Vector]) -> Vector:
+        """The residual vector: each group over its size's square root (a group of many
+        terms counts no more than a group of few) and over its replay jitter."""
+        weights = self._weights
+        if weights is None:
+            weights = [1.0 / math.sqrt(len(g)) if len(g) else 0.0 for g in groups]
+        return np.concatenate([g * w for g, w in zip(groups, weights, strict=True)])
+
+    def _measure_jitter(self, u: Vector, lower: Vector, upper: Vector, mask: Vector) -> None:
+        """Sets each residual group's weight from how much it jitters: the coefficients
+        moved by a thousandth either way change every step by as little, which moves no
+        latency by itself but shifts the step boundaries, so which step each request
+        lands in is drawn anew. A group that jitters more (a few requests' TTFT at low
+        load) counts for less; none counts for more than JITTER_FLOOR allows."""
+        nudged = [
+            np.clip(np.where(mask, u * (1.0 + sign * _NUDGE), u), lower, upper)
+            for sign in (1.0, -1.0)
+        ]
+        base, *others = self._groups_at([u, *nudged])
+        weights: list[float] = []
+        jitter: list[float] = []
+        for k, group in enumerate(base[0]):
+            if not len(group):
+                weights.append(0.0)
+                jitter.append(0.0)
+                continue
+            # (f(+) + f(-)) / 2 - f(0): the smooth change cancels to first order, what
+            # is left is jitter, of variance 1.5 sigma^2 for independent draws.
+            curve = (others[0][0][k] + others[1][0][k]) / 2.0 - group
+            sigma = math.sqrt(float(np.mean(curve**2)) / 1.5)
+            jitter.append(sigma)
+            weights.append(1.0 / max(sigma, JITTER_FLOOR) / math.sqrt(len(group)))
+        self._weights, self.jitter = weights, jitter
 
     # ----------------------------------------------------------------- the fit
     def run(self) -> FitResult:
@@ -546,15 +595,28 @@ class Calibration:
                 )
             else:
                 active.append(i)
-        self._active = tuple(names[i] for i in active)
         sensitivity: dict[str, tuple[float, float]] = {}
         if not active:
+            self._active = ()
             after = dict(self.start)
             message = "nothing to fit"
         else:
             idx = np.array(active)
-            cached_jacobian = {tuple(float(x) for x in u0[idx]): jacobian0[:, idx]}
+            mask = np.zeros(len(names), dtype=bool)
+            mask[idx] = True
+            self._measure_jitter(u0, lower, upper, mask)
+            self.say(
+                f"  replay jitter: grouped TTFT {100 * self.jitter[0]:.2f}%, TPOT "
+                f"{100 * self.jitter[1]:.2f}%, mean TTFT {100 * self.jitter[2]:.2f}%, mean "
+                f"TPOT {100 * self.jitter[3]:.2f}%"
+            )
+            jacobian0 = self._jacobian(u0, lower, upper)  # the same replays, now weighed
+            self._active = tuple(names[i] for i in active)
             sub_lower, sub_upper = lower[idx], upper[idx]
+            start_u = np.clip(u0[idx], sub_lower, sub_upper)
+            # The optimiser starts where the derivatives above were taken: no replay again.
+            self._cache[tuple(float(x) for x in start_u)] = self._cache[tuple(float(x) for x in u0)]
+            cached_jacobian = {tuple(float(x) for x in start_u): jacobian0[:, idx]}
 
             def fun(u: Vector) -> Vector:
                 return self._evaluate(u)[0]
@@ -574,7 +636,6 @@ class Calibration:
                 )
                 return matrix
 
-            start_u = np.clip(u0[idx], sub_lower, sub_upper)
             solution = least_squares(
                 fun,
                 start_u,
@@ -592,7 +653,9 @@ class Calibration:
             after = self._values(solution.x)
             message = str(solution.message)
             sensitivity = self._sensitivity(solution.x, sub_lower, sub_upper)
-        _, records = self._evaluate(np.array([self._unit(n, after[n]) for n in self._active]))
+        records = records0
+        if self._active:
+            _, records = self._evaluate(np.array([self._unit(n, after[n]) for n in self._active]))
         return FitResult(
             names,
             self._active,

@@ -81,6 +81,8 @@ ITL_HISTOGRAMS = (
     "vllm:request_time_per_output_token_seconds",
 )
 E2E_HISTOGRAM = "vllm:e2e_request_latency_seconds"
+# Keys only a vllm bench serve result has (its per-request lists, its summary).
+_BENCH_KEYS = frozenset({"ttfts", "input_lens", "output_lens", "mean_ttft_ms", "request_rate"})
 _SCRAPE = re.compile(r"^#\s*scrape\s+(\S+)\s*$")
 
 
@@ -187,7 +189,7 @@ def detect_format(path: Path) -> MeasurementFormat:
             row = json.loads(first)
         except ValueError:
             return "vllm-bench"  # a JSON document over several lines
-        if isinstance(row, dict) and "ttfts" in row:
+        if isinstance(row, dict) and _BENCH_KEYS & set(row):
             return "vllm-bench"
         if isinstance(row, dict) and "text" in row and ("time" in row or "timestamp" in row):
             return "metrics"

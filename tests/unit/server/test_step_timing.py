@@ -11,9 +11,16 @@ import pytest
 from tests.support.config import load
 from tests.unit.perf.test_table import CSV_ROWS
 from vllm_sim.config import ConfigError
-from vllm_sim.perf import PRESETS, DraftingStepModel, RooflineModel, TableModel, head_share
+from vllm_sim.perf import (
+    PRESETS,
+    DraftingStepModel,
+    RooflineModel,
+    StepLoad,
+    TableModel,
+    head_share,
+)
 from vllm_sim.perf.speculative import DEFAULT_DRAFT_MODEL_SHARE, DEFAULT_HEAD_SHARE
-from vllm_sim.server.step_timing import step_timing
+from vllm_sim.server.step_timing import roofline_gpu, step_timing
 
 # Llama-3.1-8B's shape, as its config.json gives it.
 LLAMA_8B = {
@@ -178,3 +185,59 @@ def test_a_table_pays_for_a_drafter_at_the_default_share(tmp_path: Path) -> None
     assert timing is not None and isinstance(timing.model, DraftingStepModel)
     assert isinstance(timing.model.target, TableModel)
     assert (timing.model.passes, timing.model.share) == (2, DEFAULT_HEAD_SHARE)
+
+
+def _decode_step(model: object) -> float:
+    assert isinstance(model, RooflineModel)
+    load = StepLoad()
+    load.add_decodes(64, 64 * 2048)
+    return model.step_seconds(load)
+
+
+def test_a_timing_profile_changes_the_step_times_and_is_named(tmp_path: Path) -> None:
+    """The profile's coefficients apply on top of --gpu: a lower weight bandwidth
+    efficiency makes a decode step slower, the API server's time is its own; the start-up
+    line names the profile, and a profile fitted on another GPU is applied with a warning."""
+    profile = tmp_path / "fitted.yaml"
+    profile.write_text(
+        "gpu: RTX-PRO-6000\ncoefficients:\n  weight_bandwidth_efficiency: 0.5\n"
+        "  api_server_s: 0.02\n"
+    )
+    base = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--timing-model", "roofline"]
+    plain = step_timing(load(*base), {})
+    fitted = step_timing(load(*base, "--timing-profile", str(profile)), {})
+    assert plain is not None and fitted is not None
+    assert _decode_step(fitted.model) > 1.1 * _decode_step(plain.model)
+    assert fitted.model.admission_delay(0) == pytest.approx(0.02)
+    assert f"coefficients from timing profile {profile}, fitted on RTX-PRO-6000" in (
+        fitted.description
+    )
+    assert fitted.warnings == (
+        f"timing profile {profile} was fitted on RTX-PRO-6000, not H100: its coefficients "
+        "are applied anyway",
+    )
+    same_gpu = step_timing(
+        load(*base, "--gpu", "rtx-pro-6000", "--timing-profile", str(profile)), {}
+    )
+    assert same_gpu is not None and same_gpu.warnings == ()
+
+
+def test_a_profile_applies_after_the_gpu_spec_file(tmp_path: Path) -> None:
+    spec = tmp_path / "gpu.yaml"
+    spec.write_text("weight_bandwidth_efficiency: 0.9\nbandwidth_tbps: 2.0\n")
+    profile = tmp_path / "fitted.yaml"
+    profile.write_text("coefficients:\n  weight_bandwidth_efficiency: 0.45\n")
+    cfg = load(
+        "--model", "meta-llama/Llama-3.1-8B-Instruct", "--timing-model", "roofline",
+        "--gpu-spec-file", str(spec), "--timing-profile", str(profile),
+    )  # fmt: skip
+    gpu, _, _ = roofline_gpu(cfg)
+    assert (gpu.bandwidth_tbps, gpu.weight_bandwidth_efficiency) == (2.0, 0.45)
+    gpu, _, _ = roofline_gpu(cfg, {"weight_bandwidth_efficiency": 0.3})  # calibration's last
+    assert gpu.weight_bandwidth_efficiency == 0.3
+
+
+def test_coefficients_passed_in_are_checked() -> None:
+    cfg = load("--model", "meta-llama/Llama-3.1-8B-Instruct", "--timing-model", "roofline")
+    with pytest.raises(ConfigError, match="compute_efficiency is a fraction of peak"):
+        step_timing(cfg, {}, {"compute_efficiency": 2.0})

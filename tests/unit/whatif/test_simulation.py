@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import math
 import random
 import statistics
 from pathlib import Path
@@ -278,3 +279,48 @@ def test_a_replayed_prompt_found_whole_still_computes_its_last_block(
     assert [r.cached_tokens for r in result.records] == [0, MOONCAKE_BLOCK - 16, MOONCAKE_BLOCK]
     prompt = sum(r.input_tokens for r in result.records)
     assert result.summary.prefix_cache_hit_rate == (2 * MOONCAKE_BLOCK - 16) / prompt
+
+
+def test_a_closed_loop_client_keeps_at_most_its_cap_open(roofline_config: Config) -> None:
+    """With max_concurrency 3 the trace's 12 requests, all due at once, are sent 3 at a
+    time, each as one ends: never more than 3 run, and each is timed from its send (its
+    record's arrival), as vllm bench serve --max-concurrency times them."""
+    trace = Trace([TraceRequest(i + 1, 0.0, 200, 20) for i in range(12)])
+    result = Replay(
+        roofline_config, trace, sample_interval=0.005, environ={}, max_concurrency=3
+    ).run()
+    assert result.summary.completed == 12 and result.summary.max_running == 3
+    records = sorted(result.records, key=lambda r: r.index)
+    assert [r.arrival for r in records[:3]] == [0.0, 0.0, 0.0]
+    ends = sorted(r.arrival + (r.e2e or 0.0) for r in records)
+    for record in records[3:]:
+        assert record.arrival > 0.0
+        assert any(record.arrival == pytest.approx(end) for end in ends)
+    open_loop = Replay(roofline_config, trace, sample_interval=0.005, environ={}).run()
+    assert open_loop.summary.max_running == 12
+    assert max(r.ttft or 0 for r in open_loop.records) > max(r.ttft or 0 for r in records)
+
+
+def test_coefficients_change_the_replays_timing(roofline_config: Config) -> None:
+    trace = Trace([TraceRequest(i + 1, 0.1 * i, 500, 50) for i in range(10)])
+    plain = Replay(roofline_config, trace, environ={}).run()
+    slower = Replay(
+        roofline_config, trace, environ={}, coefficients={"weight_bandwidth_efficiency": 0.3}
+    ).run()
+    assert slower.summary.means()["itl_mean"] > 1.5 * plain.summary.means()["itl_mean"]
+
+
+def test_a_replay_does_not_hang_on_the_real_time_turn(roofline_config: Config) -> None:
+    """The engine ends a turn's admissions after TURN_SECONDS of real time so a live loop
+    stays free; a replay lifts that while it runs (a loaded machine would otherwise admit
+    fewer requests a step than an idle one), and puts it back."""
+    from vllm_sim.engine import turn
+
+    before = turn.TURN_SECONDS
+    trace = Trace([TraceRequest(i + 1, 0.0, 64, 4) for i in range(50)])
+    replay = Replay(roofline_config, trace, environ={})
+    seen: list[float] = []
+    replay.clock.call_at(0.0, lambda: seen.append(turn.TURN_SECONDS))
+    replay.run()
+    assert seen == [math.inf]
+    assert before == turn.TURN_SECONDS
