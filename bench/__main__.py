@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench import (
+    calibration,
     fidelity,
     fleet,
     grpc_streaming,
@@ -57,6 +58,7 @@ BENCHMARKS = {
     whatif.NAME: Benchmark(whatif.run, whatif.show),
     fleet.NAME: Benchmark(fleet.run, fleet.show),
     overload.NAME: Benchmark(overload.run, overload.show),
+    calibration.NAME: Benchmark(calibration.run, calibration.show),
 }
 
 
