@@ -19,7 +19,9 @@ Every flag except --config and the logging flags is also a key of the --config Y
 Precedence: flags > environment (SIM_MODEL, PYTHONHASHSEED) > YAML > defaults.
 [admin] marks settings POST /admin/config can change at runtime.
 `vllm-sim dataset --help`: the tool that turns conversations into a --dataset-path file.
-`vllm-sim replay --help`, `compare --help`, `plan --help`: what-if runs in simulated time."""
+`vllm-sim replay --help`, `compare --help`, `plan --help`: what-if runs in simulated time.
+`vllm-sim calibrate --help`: fit the step model to your vLLM run's measurements, for
+--timing-profile."""
 _WIDTH = 36
 
 

@@ -24,6 +24,7 @@ from vllm_sim.config import ConfigError, HelpRequested, load_startup
 from vllm_sim.config.timing_profile import load_timing_profile, profile_text
 from vllm_sim.whatif.arguments import positive_int
 from vllm_sim.whatif.calibrate import (
+    BOUNDS,
     DEFAULT_FIT,
     MIN_REQUESTS,
     WEAK,
@@ -83,6 +84,11 @@ def calibrate_parser() -> argparse.ArgumentParser:
             "flags describing the measured server (--model, --gpu, --tensor-parallel-size, "
             "--max-num-seqs, --max-num-batched-tokens, --num-gpu-blocks-override, ...)."
         ),
+        epilog=(
+            "Unusable measurements, flags or --out are refused with one line and status 2 "
+            "before any replay; Ctrl-C stops with status 130, and nothing is written but "
+            "the profile, whole."
+        ),
         allow_abbrev=False,
     )
     parser.add_argument(
@@ -101,17 +107,22 @@ def calibrate_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--out",
+        metavar="FILE",
         type=Path,
         default=Path("timing-profile.yaml"),
         help="the profile to write (default timing-profile.yaml); nothing else is written",
     )
+    others = [name for name in BOUNDS if name not in DEFAULT_FIT]
     parser.add_argument(
         "--fit",
+        metavar="COEFF,...",
         default=",".join(DEFAULT_FIT),
-        help=f"the coefficients to fit, comma-separated (default {','.join(DEFAULT_FIT)})",
+        help=f"the coefficients to fit, comma-separated (default {', '.join(DEFAULT_FIT)}; "
+        f"also {', '.join(others)})",
     )
     parser.add_argument(
         "--holdout",
+        metavar="F",
         type=_fraction,
         default=0.0,
         help="hold this share of the requests out of the fit (a seeded random draw) and "
@@ -119,18 +130,21 @@ def calibrate_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--fit-seed",
+        metavar="N",
         type=_seed,
         default=0,
         help="seeds the holdout draw and arrivals rebuilt from a request rate (default 0)",
     )
     parser.add_argument(
         "--workers",
+        metavar="N",
         type=positive_int,
         help="processes replaying a step's variations at once (default: one per coefficient, "
         "at most one per core)",
     )
     parser.add_argument(
         "--max-iterations",
+        metavar="N",
         type=positive_int,
         default=30,
         help="replays the optimiser may ask for, besides its derivatives (default 30)",
@@ -328,7 +342,7 @@ def _result_text(result: FitResult, unit: str) -> str:
             )
     width = max(len(r[0]) for r in rows) + 2
     lines = [f"{'error (simulated / measured - 1)':<{width}}{'before':>9}{'after':>9}"]
-    lines += [f"{a:<{width}}{b:>9}{c:>9}" for a, b, c in rows]
+    lines += [f"{a:<{width}}{b:>9}{c:>9}".rstrip() for a, b, c in rows]
     lines.append("coefficients (before -> after)")
     name_width = max(len(n) for n in result.asked) + 2
     for name in result.asked:
