@@ -364,6 +364,15 @@ class FitResult:
     sensitivity: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class _Point:
+    """One replay at one set of coefficients, as the fit keeps it."""
+
+    groups: list[Vector]  # the residual groups, unweighed
+    errors: dict[str, Errors]  # "fit", and "holdout" with a holdout
+    refused: list[str]  # why each request the replay could not run failed
+
+
 def replay_records(
     cfg: Config,
     trace: Trace,
@@ -441,7 +450,7 @@ class Calibration:
         self.start = {name: float(getattr(gpu, name)) for name in self.names}
         self.evaluations = 0
         self.iterations = 0
-        self._cache: dict[tuple[float, ...], tuple[list[Vector], list[RequestRecord]]] = {}
+        self._cache: dict[tuple[float, ...], _Point] = {}
         self._weights: list[float] | None = None  # per residual group, once the jitter is known
         self.jitter: list[float] = []  # per residual group
         self._active: tuple[str, ...] = self.names
@@ -512,20 +521,24 @@ class Calibration:
             values[name] = float(min(max(x * bound.scale, bound.lower), bound.upper))
         return values
 
-    def _evaluate(self, u: Vector) -> tuple[Vector, list[RequestRecord]]:
+    def _evaluate(self, u: Vector) -> tuple[Vector, _Point]:
         return self._evaluate_many([u])[0]
 
-    def _evaluate_many(self, points: Sequence[Vector]) -> list[tuple[Vector, list[RequestRecord]]]:
-        return [(self._weigh(groups), records) for groups, records in self._groups_at(points)]
+    def _evaluate_many(self, points: Sequence[Vector]) -> list[tuple[Vector, _Point]]:
+        return [(self._weigh(point.groups), point) for point in self._points_at(points)]
 
-    def _groups_at(
-        self, points: Sequence[Vector]
-    ) -> list[tuple[list[Vector], list[RequestRecord]]]:
+    def _points_at(self, points: Sequence[Vector]) -> list[_Point]:
         keys = [tuple(float(x) for x in u) for u in points]
         missing = [i for i, key in enumerate(keys) if key not in self._cache]
         runs = self.simulate_many([self._values(points[i]) for i in missing])
         for i, records in zip(missing, runs, strict=True):
-            hit = (self.targets.residuals(records, self.fit_set), records)
+            # What the fit and the report need of a replay, not its records: a long
+            # run's records are many, and the cache keeps several replays.
+            hit = _Point(
+                self.targets.residuals(records, self.fit_set),
+                self._errors(records),
+                [r.error or "failed" for r in records if not r.ok],
+            )
             # The last few points: the optimiser asks again for the one it stands on.
             self._cache = {**dict(list(self._cache.items())[-8:]), keys[i]: hit}
         return [self._cache[key] for key in keys]
@@ -548,17 +561,17 @@ class Calibration:
             np.clip(np.where(mask, u * (1.0 + sign * _NUDGE), u), lower, upper)
             for sign in (1.0, -1.0)
         ]
-        base, *others = self._groups_at([u, *nudged])
+        base, *others = self._points_at([u, *nudged])
         weights: list[float] = []
         jitter: list[float] = []
-        for k, group in enumerate(base[0]):
+        for k, group in enumerate(base.groups):
             if not len(group):
                 weights.append(0.0)
                 jitter.append(0.0)
                 continue
             # (f(+) + f(-)) / 2 - f(0): the smooth change cancels to first order, what
             # is left is jitter, of variance 1.5 sigma^2 for independent draws.
-            curve = (others[0][0][k] + others[1][0][k]) / 2.0 - group
+            curve = (others[0].groups[k] + others[1].groups[k]) / 2.0 - group
             sigma = math.sqrt(float(np.mean(curve**2)) / 1.5)
             jitter.append(sigma)
             weights.append(1.0 / max(sigma, JITTER_FLOOR) / math.sqrt(len(group)))
@@ -578,9 +591,9 @@ class Calibration:
         u0 = np.array([self._unit(name, self.start[name]) for name in names])
         lower = np.array([BOUNDS[n].lower / BOUNDS[n].scale for n in names])
         upper = np.array([BOUNDS[n].upper / BOUNDS[n].scale for n in names])
-        _, records0 = self._evaluate(u0)
-        before_errors = self._errors(records0)
-        refused = [r.error or "" for r in records0 if not r.ok]
+        _, start = self._evaluate(u0)
+        before_errors = start.errors
+        refused = start.refused
         self.say(f"  defaults: {self._status(before_errors['fit'])}")
         jacobian0 = self._jacobian(u0, lower, upper)
         norms = np.linalg.norm(jacobian0, axis=0)
@@ -627,9 +640,9 @@ class Calibration:
                 matrix = cached_jacobian.pop(key, None)
                 if matrix is None:
                     matrix = self._jacobian(u, sub_lower, sub_upper)
-                residuals, records = self._evaluate(u)
+                residuals, point = self._evaluate(u)
                 cost = 0.5 * float(residuals @ residuals)
-                errors = self.targets.errors(records, self.fit_set)
+                errors = point.errors["fit"]
                 self.say(
                     f"  iteration {self.iterations}: cost {cost:.5f}, {self._status(errors)}; "
                     f"{self._coefficients_text(u)}"
@@ -653,9 +666,9 @@ class Calibration:
             after = self._values(solution.x)
             message = str(solution.message)
             sensitivity = self._sensitivity(solution.x, sub_lower, sub_upper)
-        records = records0
+        end = start
         if self._active:
-            _, records = self._evaluate(np.array([self._unit(n, after[n]) for n in self._active]))
+            _, end = self._evaluate(np.array([self._unit(n, after[n]) for n in self._active]))
         return FitResult(
             names,
             self._active,
@@ -665,7 +678,7 @@ class Calibration:
             len(self.fit_set),
             len(self.holdout_set),
             before_errors,
-            self._errors(records),
+            end.errors,
             self.evaluations,
             self.iterations,
             time.monotonic() - self._started,
@@ -682,10 +695,10 @@ class Calibration:
         ones, so mostly cached)."""
         points = self._difference_points(u, lower, upper)
         results = self._evaluate_many(points)
-        base = self.targets.errors(results[0][1], self.fit_set)
+        base = results[0][1].errors["fit"]
         found: dict[str, tuple[float, float]] = {}
         for j, name in enumerate(self._active):
-            moved = self.targets.errors(results[j + 1][1], self.fit_set)
+            moved = results[j + 1][1].errors["fit"]
             value = u[j] * BOUNDS[name].scale
             change = (points[j + 1][j] - u[j]) * BOUNDS[name].scale
             if value <= 0 or change == 0:
