@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from vllm_sim.config import ConfigError, HelpRequested, load_startup
+from vllm_sim.config import Config, ConfigError, HelpRequested, load_startup
 from vllm_sim.config.timing_profile import load_timing_profile, profile_text
 from vllm_sim.whatif.arguments import positive_int
 from vllm_sim.whatif.calibrate import (
@@ -251,7 +251,7 @@ def _check_thin(measured: Measurements, holdout: float, seed: int) -> None:
         raise _Refusal("too thin to fit: fewer than 2 intervals between scrapes saw a request")
 
 
-def _server(flags: Sequence[str]) -> tuple[Any, str]:
+def _server(flags: Sequence[str]) -> tuple[Config, str]:
     """The measured server's configuration (roofline timing), and how it is timed."""
     from vllm_sim.server.step_timing import timed_config
 
@@ -270,7 +270,7 @@ def _server(flags: Sequence[str]) -> tuple[Any, str]:
     return cfg, timing.description
 
 
-def _say(quiet: bool) -> Any:
+def _say(quiet: bool) -> Callable[[str], None]:
     def say(line: str) -> None:
         if not quiet:
             print(line, file=sys.stderr, flush=True)
@@ -365,7 +365,7 @@ def _result_text(result: FitResult, unit: str) -> str:
 
 
 def _details(
-    cfg: Any, measured: Measurements, result: FitResult, args: argparse.Namespace, unit: str
+    cfg: Config, measured: Measurements, result: FitResult, args: argparse.Namespace, unit: str
 ) -> dict[str, Any]:
     from vllm_sim.server.step_timing import roofline_gpu
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -197,3 +198,48 @@ def test_speculative_steps_cost_what_the_model_says(speculative: SimServer) -> N
     )
     per_token = tpot_after.sum - tpot_before.sum
     assert per_token < per_step / 1.8
+
+
+@pytest.mark.timing
+def test_a_timing_profile_times_the_steps_and_is_named_at_start_up(
+    llama_folder: Path, tmp_path: Path
+) -> None:
+    """A profile fitted on another GPU: the server starts, says which profile times its
+    steps and warns that it was fitted elsewhere; its decode steps take what the profile's
+    coefficients make them."""
+    profile = tmp_path / "fitted.yaml"
+    profile.write_text("gpu: L40S\ncoefficients:\n  weight_bandwidth_efficiency: 0.36\n")
+    args = ["--timing-model", "roofline", "--gpu", "H100", "--max-model-len", CONTEXT]
+    with SimServer([*args, "--timing-profile", str(profile)], model=str(llama_folder)) as server:
+        started = server.stderr()
+        assert f"coefficients from timing profile {profile}, fitted on L40S:" in started
+        assert (
+            f"WARNING vllm_sim: timing profile {profile} was fitted on L40S, not H100: its "
+            "coefficients are applied anyway"
+        ) in started
+        with httpx.Client(base_url=server.url) as client:
+            before = scrape(client).hist("vllm:inter_token_latency_seconds")
+            completion(server, prompt_words=100, tokens=30)
+            after = scrape(client).hist("vllm:inter_token_latency_seconds")
+    mean = (after.sum - before.sum) / (after.count - before.count)
+    halved = RooflineModel(
+        ModelShape.from_config(LLAMA_8B),
+        replace(gpu_spec("H100"), weight_bandwidth_efficiency=0.36),
+    )
+    load = StepLoad()
+    load.add_decode(130)
+    assert mean >= 0.95 * halved.step_seconds(load)
+
+
+def test_a_bad_timing_profile_stops_the_server_with_one_line(tmp_path: Path) -> None:
+    profile = tmp_path / "fitted.yaml"
+    profile.write_text("coefficients:\n  kv_bandwidth_efficiency: 1.3\n")
+    result = run_cli(
+        ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--timing-model", "roofline",
+         "--timing-profile", str(profile), "--port", str(free_port())]
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"vllm-sim: invalid configuration: timing-profile {profile}: kv_bandwidth_efficiency "
+        "is a fraction of peak, at most 1, not 1.3"
+    ]
