@@ -65,6 +65,7 @@ BOUNDS: Final[Mapping[str, Bound]] = {
     "compute_efficiency": Bound(0.05, 1.0, 1.0),
     "step_overhead_s": Bound(0.0, 0.05, 1e-3),
     "layer_overhead_s": Bound(0.0, 1e-3, 1e-5),
+    "moe_layer_overhead_s": Bound(0.0, 1e-3, 1e-5),
     "prefill_layer_overhead_s": Bound(0.0, 1e-3, 1e-5),
     "per_request_overhead_s": Bound(0.0, 1e-3, 1e-5),
     "allreduce_s": Bound(0.0, 1e-3, 1e-5),
