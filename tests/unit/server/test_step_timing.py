@@ -200,14 +200,14 @@ def test_a_timing_profile_changes_the_step_times_and_is_named(tmp_path: Path) ->
     line names the profile, and a profile fitted on another GPU is applied with a warning."""
     profile = tmp_path / "fitted.yaml"
     profile.write_text(
-        "gpu: RTX-PRO-6000\ncoefficients:\n  weight_bandwidth_efficiency: 0.5\n"
+        "gpu: RTX-PRO-6000\ncoefficients:\n  weight_bandwidth_efficiency: 0.3\n"
         "  api_server_s: 0.02\n"
     )
     base = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--timing-model", "roofline"]
     plain = step_timing(load(*base), {})
     fitted = step_timing(load(*base, "--timing-profile", str(profile)), {})
     assert plain is not None and fitted is not None
-    assert _decode_step(fitted.model) > 1.1 * _decode_step(plain.model)
+    assert _decode_step(fitted.model) > 1.3 * _decode_step(plain.model)
     assert fitted.model.admission_delay(0) == pytest.approx(0.02)
     assert f"coefficients from timing profile {profile}, fitted on RTX-PRO-6000" in (
         fitted.description
