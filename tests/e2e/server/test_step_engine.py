@@ -208,7 +208,11 @@ def test_a_timing_profile_times_the_steps_and_is_named_at_start_up(
     steps and warns that it was fitted elsewhere; its decode steps take what the profile's
     coefficients make them."""
     profile = tmp_path / "fitted.yaml"
-    profile.write_text("gpu: L40S\ncoefficients:\n  weight_bandwidth_efficiency: 0.36\n")
+    # No API-server time: a request then never waits for the scheduler in this test.
+    profile.write_text(
+        "gpu: L40S\ncoefficients:\n  weight_bandwidth_efficiency: 0.36\n  api_server_s: 0\n"
+        "  api_server_s_per_token: 0\n"
+    )
     args = ["--timing-model", "roofline", "--gpu", "H100", "--max-model-len", CONTEXT]
     with SimServer([*args, "--timing-profile", str(profile)], model=str(llama_folder)) as server:
         started = server.stderr()
