@@ -24,7 +24,6 @@ import math
 import os
 import random
 import statistics
-import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -195,11 +194,6 @@ def simulate(
 ) -> Outcome:
     """Replays `run` (its stages `scale` as long) and returns its simulated means, with
     the step model's `coefficients` (GpuSpec fields) if given."""
-    extra = list(extra)
-    if coefficients:
-        spec = Path(tempfile.mkdtemp(prefix="s2r-")) / "coefficients.json"
-        spec.write_text(json.dumps(coefficients), encoding="utf-8")
-        extra += ["--gpu-spec-file", str(spec)]
     cfg = load_startup(server_flags(run, extra), {}).config
     times = arrivals(run, seed, scale)
     trace = Trace(
@@ -208,18 +202,16 @@ def simulate(
             for i, t in enumerate(times)
         ]
     )
-    replay = _SharedPrefixReplay(cfg, trace, environ={}, tokenizer=SimulatedTokenizer())
+    replay = _SharedPrefixReplay(
+        cfg, trace, environ={}, tokenizer=SimulatedTokenizer(), coefficients=coefficients
+    )
     rng = random.Random(seed + 1)
     replay.groups = [random_ids((1 << 41) + g, run.sys_tokens) for g in range(run.groups)]
     replay.group_of = [rng.randrange(run.groups) for _ in times]
     replay.question_tokens = run.question_tokens
     result = replay.run()
     done = [r for r in result.records if r.ok]
-    simulated = {
-        "ttft_mean": statistics.fmean(r.ttft for r in done if r.ttft is not None) * 1000,
-        "itl_mean": statistics.fmean(r.itl for r in done if r.itl is not None) * 1000,
-        "e2e_mean": statistics.fmean(r.e2e for r in done if r.e2e is not None) * 1000,
-    }
+    simulated = _means(done)
     bounds = []
     start = 0.0
     for stage in run.stages:

@@ -10,7 +10,6 @@ measured, the measurements, what was fitted, the errors before and after, when).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -20,6 +19,7 @@ from typing import Any, Final
 import yaml
 
 from vllm_sim.perf import GPUS, GpuSpec, gpu_spec
+from vllm_sim.perf.gpus import parse_mapping
 
 # The keys a profile may hold besides `coefficients`, each descriptive only.
 DESCRIPTIVE_KEYS: Final = (
@@ -140,15 +140,7 @@ def _read(path: Path, where: str) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
         raise ValueError(f"{where}: cannot be read: {reason}") from None
-    try:
-        # YAML is a superset of JSON, but a .json file is held to JSON.
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"{where}: not valid JSON or YAML: {reason}") from None
-    if not isinstance(data, dict) or not all(isinstance(key, str) for key in data):
-        raise ValueError(f"{where}: must hold a mapping with a coefficients key")
-    return data
+    return parse_mapping(text, path, where, "a mapping with a coefficients key")
 
 
 def profile_text(

@@ -382,13 +382,18 @@ def _read_mapping(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: cannot be read: {error}") from None
-    # YAML is a superset of JSON, so a file not named .json is read as YAML.
-    is_json = path.suffix.lower() == ".json"
+    return parse_mapping(text, path, str(path), "a mapping of GpuSpec field names to values")
+
+
+def parse_mapping(text: str, path: Path, where: str, expected: str) -> dict[str, Any]:
+    """The string-keyed mapping in `text`, the contents of settings file `path`: JSON for
+    a .json file, else YAML (a superset of JSON). ValueError starting with `where` when it
+    is not valid or not a mapping (`expected` says what it must hold)."""
     try:
-        data = json.loads(text) if is_json else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"{path}: not valid JSON or YAML: {reason}") from None
+        raise ValueError(f"{where}: not valid JSON or YAML: {reason}") from None
     if not isinstance(data, dict) or not all(isinstance(key, str) for key in data):
-        raise ValueError(f"{path}: must hold a mapping of GpuSpec field names to values")
+        raise ValueError(f"{where}: must hold {expected}")
     return data
