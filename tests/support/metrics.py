@@ -233,7 +233,8 @@ def assert_promtool_clean(text: str) -> None:
     test is skipped where promtool is not installed.
 
     promlint flags every metric name containing ':' ("metric names should not contain
-    ':'"); vLLM's names all start with `vllm:` on purpose, and so must ours. It also flags
+    ':'"); vLLM's names all start with `vllm:` on purpose, and so must ours (the simulator's
+    own families follow the same style under `vllm_sim:`). It also flags
     vLLM's histogram `vllm:iteration_tokens_total` for its `_total` suffix. So the raw text
     may draw exactly those complaints, and with the prefix spelled `vllm_` promtool must be
     satisfied but for the second one.
@@ -245,11 +246,11 @@ def assert_promtool_clean(text: str) -> None:
     )
     for line in (raw.stdout + raw.stderr).splitlines():
         if line != f"{ITERATION_TOKENS}{_TOTAL_SUFFIX}":
-            assert line.startswith("vllm:"), line
+            assert line.startswith(("vllm:", "vllm_sim:")), line
             assert line.endswith(" metric names should not contain ':'"), line
     renamed = subprocess.run(
         ["promtool", "check", "metrics"],
-        input=text.replace("vllm:", "vllm_"),
+        input=text.replace("vllm:", "vllm_").replace("vllm_sim:", "vllm_sim_"),
         capture_output=True,
         text=True,
         timeout=30,
