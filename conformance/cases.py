@@ -314,16 +314,16 @@ REASONING_CASES = [
     ),
 ]
 
-# Prefix-cache hits (the `prefix` profile: prefix caching on, blocks of 16 tokens, cached
+# Prefix-cache hits (the `prefix` profile: prefix caching on, blocks of 32 tokens, cached
 # tokens reported), in this order on servers that saw only the warm-up chat. The completions'
 # prompts are token ids, so both count the same tokens. vLLM never counts the last prompt
 # token as a hit: it is computed to sample the first output token, so a prompt found whole
-# recomputes its last block (48 tokens repeated: 32 cached), and a one-block prompt never
+# recomputes its last block (96 tokens repeated: 64 cached), and a one-block prompt never
 # hits.
 PREFIX = {"profile": "prefix", "exact_values": frozenset({"cached_tokens"})}
-IDS_48 = list(range(100, 148))  # three full blocks
-PREFIX_COMPLETION = merged(COMPLETION, max_tokens=2, prompt=IDS_48)
-LONGER = " ".join([PROMPT] * 6)  # several blocks once rendered
+IDS_96 = list(range(100, 196))  # three full blocks
+PREFIX_COMPLETION = merged(COMPLETION, max_tokens=2, prompt=IDS_96)
+LONGER = " ".join([PROMPT] * 12)  # several blocks once rendered
 PREFIX_CHAT = merged(CHAT, max_tokens=2, messages=[{"role": "user", "content": LONGER}])
 PREFIX_RESPONSES = merged(RESPONSES, max_output_tokens=2, input=LONGER)
 PREFIX_CASES = [
@@ -331,15 +331,15 @@ PREFIX_CASES = [
     completion("prefix-cache-whole-blocks-again", PREFIX_COMPLETION, **PREFIX),
     completion(
         "prefix-cache-two-more-tokens",
-        merged(PREFIX_COMPLETION, prompt=[*IDS_48, 200, 201]),
+        merged(PREFIX_COMPLETION, prompt=[*IDS_96, 200, 201]),
         **PREFIX,
     ),
     completion(
         "prefix-cache-shared-prefix",
-        merged(PREFIX_COMPLETION, prompt=IDS_48[:32] + list(range(300, 320))),
+        merged(PREFIX_COMPLETION, prompt=IDS_96[:64] + list(range(300, 340))),
         **PREFIX,
     ),
-    completion("prefix-cache-one-block", merged(PREFIX_COMPLETION, prompt=IDS_48[:16]), **PREFIX),
+    completion("prefix-cache-one-block", merged(PREFIX_COMPLETION, prompt=IDS_96[:32]), **PREFIX),
     # Blocks of a rendered chat, then the same input through Responses (which may render it
     # to the same tokens).
     chat("prefix-cache-chat", PREFIX_CHAT, **PREFIX),

@@ -22,13 +22,14 @@ MAX_MODEL_LEN = 512
 # What both servers run with: `plain` as every case needs; `reasoning` with a reasoning
 # parser, on the think model (see think_model); `prefix` reporting cached prompt tokens, with
 # prefix caching and the block size named (the CPU build's default need not be the
-# simulator's), so that both count the same hits.
+# simulator's, and its attention backend takes only multiples of 32), so that both count
+# the same hits.
 Profile = Literal["plain", "reasoning", "prefix"]
 REASONING_PARSER = "qwen3"
 PREFIX_ARGS = [
     "--enable-prefix-caching",
     "--block-size",
-    "16",
+    "32",
     "--enable-prompt-tokens-details",
 ]
 

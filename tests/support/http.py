@@ -296,15 +296,14 @@ def completion_stream(sse: SSE, include_usage: bool = False, one_token: bool = T
     return Stream(choices, usage_value, {c["id"] for c in sse.chunks}, fingerprint)
 
 
-def usage(prompt: int, completion: int, cached: int | None = None) -> dict[str, Any]:
-    """The usage object of a non-streamed chat or completion answer, as vLLM sends it: its
-    details are null, unless the server reports prompt token details
-    (--enable-prompt-tokens-details) and `cached` tokens were found in the cache."""
+def usage(prompt: int, completion: int) -> dict[str, Any]:
+    """The usage object of a non-streamed chat or completion answer, as vLLM sends it
+    without --enable-prompt-tokens-details: its details are null."""
     return {
         "prompt_tokens": prompt,
         "total_tokens": prompt + completion,
         "completion_tokens": completion,
-        "prompt_tokens_details": None if not cached else {"cached_tokens": cached},
+        "prompt_tokens_details": None,
         "completion_tokens_details": None,
     }
 

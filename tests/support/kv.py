@@ -361,19 +361,24 @@ def complete(
 
 
 def cached_tokens(answer: dict[str, Any]) -> int:
-    """The cached prompt tokens an answer (or a stream's usage chunk) reports. As in vLLM,
-    details come only with a hit: null when nothing was cached (a stream's usage chunk then
-    leaves the key out), never `{"cached_tokens": 0}`."""
+    """The cached prompt tokens an answer (or a stream's usage chunk) reports. As vLLM 0.32
+    under --enable-prompt-tokens-details: the details object on every answer, 0 included,
+    with `created_cache_tokens` and `multimodal_tokens` beside (a stream's usage chunk
+    leaves the null ones out); null details mean the flag is off."""
     usage = answer["usage"]
     streamed = "completion_tokens_details" not in usage  # the usage chunk drops null details
-    if streamed and "prompt_tokens_details" not in usage:
+    details = usage.get("prompt_tokens_details")
+    if details is None:
         return 0
-    details = usage["prompt_tokens_details"]
-    if details is None and not streamed:
-        return 0
-    assert isinstance(details, dict) and set(details) == {"cached_tokens"}, usage
+    assert isinstance(details, dict), usage
+    if streamed:
+        assert "cached_tokens" in details, usage
+        assert set(details) <= {"cached_tokens", "created_cache_tokens"}, usage
+    else:
+        assert set(details) == {"cached_tokens", "created_cache_tokens", "multimodal_tokens"}
+        assert details["multimodal_tokens"] is None, usage
     value = details["cached_tokens"]
-    assert type(value) is int and value > 0, usage
+    assert type(value) is int and value >= 0, usage
     return value
 
 

@@ -417,6 +417,8 @@ class Engine:
         prompt = seq.prompt
         if prompt.first_hit is None:
             prompt.first_hit = seq.cached_tokens
+            full = len(prompt.block_hashes) * self.limits.block_size
+            prompt.first_created = max(full - seq.cached_tokens, 0)
         if request.force_cache_threshold:
             return True
         if kv is None or not kv.thresholds:

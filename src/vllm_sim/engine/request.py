@@ -31,6 +31,8 @@ class Prompt:
     # The cached prefix (tokens) when the prompt's first sequence looked it up: what the
     # request found in the cache, before its own copies stored anything.
     first_hit: int | None
+    # The prompt tokens that first lookup stored as new full blocks of the prefix cache.
+    first_created: int
 
     def __init__(
         self,
@@ -47,6 +49,7 @@ class Prompt:
         self.echo_tokens = echo_tokens
         self.block_hashes = block_hashes
         self.first_hit = first_hit
+        self.first_created = 0
 
 
 class Delivery(enum.Enum):

@@ -48,6 +48,9 @@ class GpuSpec:
     kv_bandwidth_efficiency: float = 0.61
     # Model FLOPs utilisation of a compute-bound (prefill) step.
     compute_efficiency: float = 0.85
+    # The same for an MoE model's routed-expert matmuls: fused MoE kernels group each
+    # expert's tokens and reach less of the peak than one dense GEMM over every token.
+    moe_compute_efficiency: float = 0.85
     # vLLM's CPU time of one step whatever it holds: scheduling, input preparation,
     # sampling, the output's hand-over to the API server.
     step_overhead_s: float = 0.00109
@@ -118,7 +121,12 @@ _MAY_BE_ZERO: Final = frozenset(
     }
 )
 _FRACTIONS: Final = frozenset(
-    {"weight_bandwidth_efficiency", "kv_bandwidth_efficiency", "compute_efficiency"}
+    {
+        "weight_bandwidth_efficiency",
+        "kv_bandwidth_efficiency",
+        "compute_efficiency",
+        "moe_compute_efficiency",
+    }
 )
 _REQUIRED: Final = ("name", "bf16_tflops", "memory_gb", "bandwidth_tbps")
 

@@ -139,7 +139,8 @@ class RooflineModel:
     constant is folded here so a step costs a few multiplications.
 
     A step lasts the larger of its compute and its memory traffic, plus its overheads:
-    - compute: its FLOPs at `compute_efficiency` of the tensor peak;
+    - compute: its FLOPs at `compute_efficiency` of the tensor peak (an MoE model's routed
+      experts' at `moe_compute_efficiency`);
     - memory: the weights it streams (an MoE step only the experts its tokens route to)
       at `weight_bandwidth_efficiency` of the bandwidth, its KV reads at
       `kv_bandwidth_efficiency`;
@@ -209,7 +210,11 @@ class RooflineModel:
         # the weights are read as FP8, the matmuls run in 16 bits.
         peak = gpu.fp8_tflops if compute_dtype == "fp8" and gpu.fp8_tflops else gpu.bf16_tflops
         flops_per_s = peak * 1e12 * gpu.compute_efficiency * tensor_parallel
-        self._s_per_token = 2 * shape.active_params() / flops_per_s
+        expert_flops_per_s = peak * 1e12 * gpu.moe_compute_efficiency * tensor_parallel
+        routed = shape.routed_active_params()
+        self._s_per_token = (
+            2 * (shape.active_params() - routed) / flops_per_s + 2 * routed / expert_flops_per_s
+        )
         self._s_per_sample = 2 * shape.vocab * shape.hidden / flops_per_s
         attention = 4 * shape.layers * shape.heads * shape.head_dim
         self._s_per_attention_pair = attention / flops_per_s

@@ -148,6 +148,15 @@ class ModelShape:
         matrices = 3 if self.gated_mlp else 2
         return self.layers * self.experts * matrices * self.hidden * self.moe_intermediate
 
+    def routed_active_params(self) -> int:
+        """The routed experts' parameters one token runs through, all layers (0 for a
+        dense model): the part of `active_params` the fused MoE kernels multiply."""
+        if not self.is_moe:
+            return 0
+        matrices = 3 if self.gated_mlp else 2
+        per_layer = self.experts_per_token * matrices * self.hidden * self.moe_intermediate
+        return self.layers * per_layer
+
     def embedding_params(self) -> int:
         """The token embedding plus the LM head (one matrix when they are tied)."""
         return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)

@@ -63,6 +63,7 @@ BOUNDS: Final[Mapping[str, Bound]] = {
     "weight_bandwidth_efficiency": Bound(0.05, 1.0, 1.0),
     "kv_bandwidth_efficiency": Bound(0.05, 1.0, 1.0),
     "compute_efficiency": Bound(0.05, 1.0, 1.0),
+    "moe_compute_efficiency": Bound(0.05, 1.0, 1.0),
     "step_overhead_s": Bound(0.0, 0.05, 1e-3),
     "layer_overhead_s": Bound(0.0, 1e-3, 1e-5),
     "moe_layer_overhead_s": Bound(0.0, 1e-3, 1e-5),

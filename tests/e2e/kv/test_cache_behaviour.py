@@ -344,4 +344,4 @@ def test_cached_tokens_of_a_multi_prompt_completion_cover_every_prompt() -> None
         usage = response.json()["usage"]
         assert usage["prompt_tokens"] == 96
         # Each prompt computes its last block again: 16 of a's 32, 48 of b's 64.
-        assert usage["prompt_tokens_details"] == {"cached_tokens": 64}
+        assert usage["prompt_tokens_details"]["cached_tokens"] == 64

@@ -6,6 +6,7 @@ object and every /metrics family fed by the hit say the same."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -139,3 +140,44 @@ def test_every_api_reports_the_same_capped_hit_as_the_counters() -> None:
             seen.append(agree(prompt, cached))
         after = counters(wait_until_idle(client))
         assert delta(before, after) == total(*seen)
+
+
+def test_prompt_details_have_vllm_0_32s_shape() -> None:
+    """As the vLLM 0.32 oracle answers (`make conformance`, prefix profile): with
+    --enable-prompt-tokens-details every answer lists the details, a miss included; a chat
+    answer counts the prompt tokens it stored as new full blocks (`created_cache_tokens`),
+    a completion leaves that null; a stream's usage chunk drops the null keys."""
+    args = ["--enable-prompt-tokens-details"]
+    with SimServer(args) as sim, httpx.Client(base_url=sim.url, timeout=30) as client:
+        prompt = distinct(7, 3)  # 48 tokens: three full blocks
+        body = {"model": MODEL, "prompt": prompt, "max_tokens": 1}
+        details = [client.post(COMPLETIONS, json=body).json()["usage"]["prompt_tokens_details"]]
+        details.append(client.post(COMPLETIONS, json=body).json()["usage"]["prompt_tokens_details"])
+        assert details == [
+            {"cached_tokens": 0, "created_cache_tokens": None, "multimodal_tokens": None},
+            {"cached_tokens": 32, "created_cache_tokens": None, "multimodal_tokens": None},
+        ]
+        text = "created " + " ".join(f"w{i}" for i in range(60))
+        chat = {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 1}
+        first = client.post(CHAT, json=chat).json()["usage"]
+        full = first["prompt_tokens"] // BS * BS
+        assert first["prompt_tokens_details"] == {
+            "cached_tokens": 0,
+            "created_cache_tokens": full,
+            "multimodal_tokens": None,
+        }
+        again = client.post(CHAT, json=chat).json()["usage"]["prompt_tokens_details"]
+        hit = (first["prompt_tokens"] - 1) // BS * BS
+        assert again == {
+            "cached_tokens": hit,
+            "created_cache_tokens": full - hit,
+            "multimodal_tokens": None,
+        }
+        streamed = {**chat, "stream": True, "stream_options": {"include_usage": True}}
+        with client.stream("POST", CHAT, json=streamed) as response:
+            lines = [line for line in response.iter_lines() if line.startswith("data: {")]
+        usage = json.loads(lines[-1][len("data: ") :])["usage"]
+        assert usage["prompt_tokens_details"] == {
+            "cached_tokens": hit,
+            "created_cache_tokens": full - hit,
+        }

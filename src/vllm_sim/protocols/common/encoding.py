@@ -16,7 +16,7 @@ from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.errors import RequestError
 from vllm_sim.frontend.endpoint import Call
 from vllm_sim.frontend.envelope import error_body
-from vllm_sim.frontend.usage import usage_of
+from vllm_sim.frontend.usage import PromptDetails, usage_of
 
 L = TypeVar("L")
 
@@ -45,7 +45,7 @@ class AnswerShape:
     continuous_usage: bool = False  # ...and continuous_usage_stats: usage on every chunk
     token_ids: bool = False  # return_token_ids: the tokens' ids, and the prompt's
     fingerprint: str = ""  # system_fingerprint, on the answer or the stream's last chunk
-    details: bool = False  # --enable-prompt-tokens-details
+    details: PromptDetails = "none"  # --enable-prompt-tokens-details
 
 
 def answer_shape(call: Call[Any], prefix: str) -> AnswerShape:
@@ -59,7 +59,7 @@ def answer_shape(call: Call[Any], prefix: str) -> AnswerShape:
         options.continuous_usage,
         options.token_ids,
         settings.system_fingerprint,
-        settings.prompt_tokens_details,
+        prompt_details(settings.prompt_tokens_details, prefix == "chatcmpl-"),
     )
 
 
@@ -234,7 +234,7 @@ def plain_object(
 ) -> bytes:
     """The bytes `openai_object` encodes for a plain answer (see plain_sequence), from the
     protocol's `plain_template` and its one choice's keys up to its text (`text`); `shape`
-    is the fingerprint and whether prompt token details are listed."""
+    is the fingerprint and which prompt token details are listed."""
     fingerprint, details = shape
     seq = stream.sequences[0]
     usage = usage_of(stream.sequences).openai_json(details)
@@ -262,7 +262,15 @@ def plain_object(
     )
 
 
-Plain = tuple[str, bool]
+Plain = tuple[str, PromptDetails]
+
+
+def prompt_details(enabled: bool, chat: bool) -> PromptDetails:
+    """The prompt token details an answer lists: none without
+    --enable-prompt-tokens-details; a chat answer's count what the prompt stored too."""
+    if not enabled:
+        return "none"
+    return "created" if chat else "cached"
 
 
 def openai_object(

@@ -29,6 +29,7 @@ from vllm_sim.protocols.common.encoding import (
     openai_object,
     plain_object,
     plain_sequence,
+    prompt_details,
     plain_template,
 )
 from vllm_sim.protocols.common.logprobs import ChatLogprobs, check_logprobs_count, prompt_logprobs
@@ -243,7 +244,7 @@ def _plain_completion(call: Call[ChatRequest]) -> bytes | None:
         + _PLAIN_MESSAGE_TAIL
     )
     settings = call.ctx.settings
-    shape = (settings.system_fingerprint, settings.prompt_tokens_details)
+    shape = (settings.system_fingerprint, prompt_details(settings.prompt_tokens_details, True))
     return plain_object(
         stream, "chatcmpl-" + call.request_id, call.model, _PLAIN_TEMPLATE, text, shape
     )

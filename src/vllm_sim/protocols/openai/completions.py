@@ -22,6 +22,7 @@ from vllm_sim.protocols.common.encoding import (
     openai_object,
     plain_object,
     plain_sequence,
+    prompt_details,
     plain_template,
 )
 from vllm_sim.protocols.common.logprobs import (
@@ -138,7 +139,7 @@ def _plain_completion(call: Call[CompletionRequest]) -> bytes | None:
         return None
     text = b'{"index":0,"text":' + _encode("".join(seq.output_pieces)) + b',"logprobs":null'
     settings = call.ctx.settings
-    shape = (settings.system_fingerprint, settings.prompt_tokens_details)
+    shape = (settings.system_fingerprint, prompt_details(settings.prompt_tokens_details, False))
     return plain_object(stream, "cmpl-" + call.request_id, call.model, _PLAIN_TEMPLATE, text, shape)
 
 
