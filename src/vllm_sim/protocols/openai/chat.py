@@ -29,8 +29,8 @@ from vllm_sim.protocols.common.encoding import (
     openai_object,
     plain_object,
     plain_sequence,
-    prompt_details,
     plain_template,
+    prompt_details,
 )
 from vllm_sim.protocols.common.logprobs import ChatLogprobs, check_logprobs_count, prompt_logprobs
 from vllm_sim.protocols.common.sampling import ChatSampling, sampling_options

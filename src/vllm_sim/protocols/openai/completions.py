@@ -22,8 +22,8 @@ from vllm_sim.protocols.common.encoding import (
     openai_object,
     plain_object,
     plain_sequence,
-    prompt_details,
     plain_template,
+    prompt_details,
 )
 from vllm_sim.protocols.common.logprobs import (
     CompletionLogprobs,
