@@ -107,9 +107,7 @@ def test_cpu_tier_events_hits_and_metrics(map_format: bool) -> None:
         assert metrics.value(PROMPT_CACHED_BY_SOURCE, source="p2p") == 0
         assert metrics.value(PROMPT_BY_SOURCE, source="external_kv_transfer") == BS
         assert metrics.value("vllm:kv_offload_load_bytes_total") == BLOCK_BYTES
-        assert metrics.value("vllm:kv_offload_load_time_total") == pytest.approx(
-            BLOCK_BYTES / 50e9
-        )
+        assert metrics.value("vllm:kv_offload_load_time_total") == pytest.approx(BLOCK_BYTES / 50e9)
         # Stores: a's 3, b's 7, a's 2 again.
         assert metrics.value("vllm:kv_offload_store_bytes_total") == 12 * BLOCK_BYTES
         assert metrics.hist("vllm:kv_offload_store_size").count == 3

@@ -153,9 +153,7 @@ def test_placeholder_and_self_describing_payloads() -> None:
     hashes = kv.hashes(prompt, MODEL)
     stored = [e for e in cpu(events) if isinstance(e, BlockStored)]
     # vLLM's default: the hash alone (no parent, no tokens, block size 0), group 0.
-    assert stored == [
-        BlockStored((h,), None, (), 0, None, None, "CPU", 0) for h in hashes
-    ]
+    assert stored == [BlockStored((h,), None, (), 0, None, None, "CPU", 0) for h in hashes]
     # The GPU's own event comes first and keeps its medium.
     assert isinstance(events[0], BlockStored) and events[0].medium == "GPU"
 
@@ -182,7 +180,10 @@ def test_cpu_events_encode_as_vllm_does_in_both_forms() -> None:
         "lora_name": None, "group_idx": 0,
     }  # fmt: skip
     assert maps[1][1] == {
-        "type": "BlockRemoved", "block_hashes": [5, 6], "medium": "CPU", "group_idx": 0
+        "type": "BlockRemoved",
+        "block_hashes": [5, 6],
+        "medium": "CPU",
+        "group_idx": 0,
     }
     assert maps[1][2]["medium"] == "GPU" and "group_idx" not in maps[1][2]
     arrays = msgspec.msgpack.decode(encode_batch(1.0, [placeholder, removed, gpu], 0, False))
