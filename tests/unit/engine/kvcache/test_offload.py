@@ -6,6 +6,8 @@ array and map encodings."""
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 import pytest
 
@@ -235,3 +237,21 @@ def test_the_engine_waits_for_the_load_and_counts_cpu_hits_as_external() -> None
     assert lookups.local[-1] == (len(a), 0)
     assert load > 0 and firsts[2] == pytest.approx(load, abs=1e-3)
     assert firsts[0] == pytest.approx(0.0, abs=1e-3)
+
+
+def test_the_grpc_feed_marks_the_tiers_events_host() -> None:
+    from vllm_sim.proto import engine_pb2 as pb
+    from vllm_sim.transports.grpc.feeds import KvEventFeed
+
+    feed = KvEventFeed(BS)
+    for event in (
+        BlockStored((5,), None, (), 0, None, None, "CPU", 0),
+        BlockRemoved((5,), "CPU", 0),
+        BlockStored((7,), None, tuple(range(BS)), BS),
+    ):
+        feed.add(event)
+    stored, removed, gpu = asyncio.run(feed.next()) or []
+    assert stored.stored.medium == "CPU" and stored.stored.tier == pb.KV_CACHE_TIER_HOST
+    assert [b.block_hash for b in stored.stored.blocks] == [5]
+    assert removed.removed.medium == "CPU" and removed.removed.tier == pb.KV_CACHE_TIER_HOST
+    assert not gpu.stored.HasField("medium") and not gpu.stored.HasField("tier")
