@@ -277,6 +277,7 @@ class BlockCache:
             tokens,
             (lora.slot, lora.name) if lora else None,
             publish,
+            hit if loaded else 0,
         )
 
     def finish(self, uid: int) -> None:

@@ -145,16 +145,17 @@ class CpuTier:
         tokens: Sequence[int],
         lora: tuple[int, str] | None,
         publish: Callable[[KvEvent], None] | None,
+        used_from: int | None = None,
     ) -> None:
         """Offers `keys[start:]` (a prompt's full blocks from `start`) to the tier: the
-        missing ones are stored, evicting the least recently used others; then every one
-        of them present is touched, the first last (most recent)."""
+        missing ones are stored, evicting the least recently used others. Then the blocks
+        the sequence used (those it loaded, from `used_from`, and those it offered) are
+        touched, the first last (most recent)."""
         blocks = self.blocks
-        offered = keys[start:]
         missing = [i for i in range(start, len(keys)) if keys[i] not in blocks]
         if missing:
             self._store(keys, missing, tokens, lora, publish)
-        for key in reversed(offered):
+        for key in reversed(keys[start if used_from is None else used_from :]):
             if key in blocks:
                 blocks.move_to_end(key)
 

@@ -255,3 +255,16 @@ def test_the_grpc_feed_marks_the_tiers_events_host() -> None:
     assert [b.block_hash for b in stored.stored.blocks] == [5]
     assert removed.removed.medium == "CPU" and removed.removed.tier == pb.KV_CACHE_TIER_HOST
     assert not gpu.stored.HasField("medium") and not gpu.stored.HasField("tier")
+
+
+def test_blocks_loaded_back_are_used_and_so_the_most_recent() -> None:
+    cache, kv, events, _ = new_cache(gpu_blocks=7, cpu_blocks=9)
+    a, b = tokens(3), tokens(6, start=1000)
+    run_prompt(cache, kv, a)
+    run_prompt(cache, kv, b)  # the GPU loses a; the CPU holds a's 3 and b's 6
+    assert run_prompt(cache, kv, a) == (0, 3)
+    events.clear()
+    run_prompt(cache, kv, tokens(2, start=5000))  # two more: the two least recent go
+    removed = [e for e in cpu(events) if isinstance(e, BlockRemoved)]
+    b_hashes = kv.hashes(b, MODEL)
+    assert len(removed) == 1 and set(removed[0].block_hashes) == set(b_hashes[-2:])
