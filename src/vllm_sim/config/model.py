@@ -391,6 +391,10 @@ class Config:
     render_url: str = flag(STRING, "", Group.DATASETS,
         "A vLLM render service that gives chat and completions prompts their token ids "
         "(default: the tokenizer in this process)", default_doc="none")
+    render_max_response_mb: float = flag(FLOAT, 0.0, Group.DATASETS,
+        "Largest render service answer, MiB, read as it arrives (one announced larger is "
+        "refused unread: a 503); 0: what --max-model-len token ids need, plus 1 MiB",
+        rules=(r.between(0, 1024, "render-max-response-mb must be between 0 and 1024"),))
     render_timeout: Duration = flag(DURATION, 30 * SECOND, Group.DATASETS, "Render call timeout",
         rules=r.duration_range("render timeout"))
     mm_render_timeout: Duration = flag(DURATION, 60 * SECOND, Group.DATASETS,

@@ -31,7 +31,7 @@ from vllm_sim.frontend.access import Drain
 from vllm_sim.frontend.context import ApiContext, RequestIds
 from vllm_sim.frontend.failures import FailureInjector
 from vllm_sim.frontend.omni import ImageEmission
-from vllm_sim.frontend.render_service import RenderService
+from vllm_sim.frontend.render_service import RenderService, answer_limit
 from vllm_sim.http.app import App
 from vllm_sim.http.cors import Cors
 from vllm_sim.metrics.cache_config import CacheShape, cache_config_labels
@@ -217,7 +217,8 @@ def api_context(
     render = None
     if cfg.render_url:
         timeouts = cfg.render_timeout.seconds, cfg.mm_render_timeout.seconds
-        render = RenderService(cfg.render_url, cfg.model, *timeouts)
+        limit = answer_limit(cfg.max_model_len, cfg.render_max_response_mb)
+        render = RenderService(cfg.render_url, cfg.model, *timeouts, limit)
     return ApiContext(
         engine,
         tokenizer,

@@ -3,7 +3,10 @@ wire, and a clear 503 naming the service when it cannot answer."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +27,7 @@ class RenderStub:
         self.status = 200
         self.answer: bytes | None = None  # None: token ids 1..len(words)
         self.delay = 0.0
+        self.announce = True  # False: no Content-Length, the body ends with the connection
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -34,9 +38,15 @@ class RenderStub:
                 payload = stub.answer if stub.answer is not None else stub.default(self.path, body)
                 self.send_response(stub.status)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
+                if stub.announce:
+                    self.send_header("Content-Length", str(len(payload)))
+                else:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
                 self.end_headers()
-                self.wfile.write(payload)
+                # The simulator stops reading an answer over its limit.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(payload)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -71,7 +81,7 @@ def sim(stub: RenderStub) -> Iterator[SimServer]:
 @pytest.fixture(autouse=True)
 def reset(stub: RenderStub) -> None:
     stub.received.clear()
-    stub.status, stub.answer, stub.delay = 200, None, 0.0
+    stub.status, stub.answer, stub.delay, stub.announce = 200, None, 0.0, True
 
 
 def _post(sim: SimServer, path: str, body: dict[str, Any]) -> httpx.Response:
@@ -143,3 +153,64 @@ def test_a_service_that_is_down_is_a_503_and_the_server_stays_up() -> None:
             failed = _post(sim, "/v1/completions", {"prompt": "hi"})
             assert failed.status_code == 503 and nowhere in failed.json()["error"]["message"]
         assert _post(sim, "/v1/completions", {"prompt": [1, 2]}).status_code == 200
+
+
+# 40 MB of token ids: far more than any prompt of the context needs.
+HUGE = json.dumps({"token_ids": list(range(5_000_000))}).encode()
+
+
+@pytest.mark.parametrize("announce", [True, False], ids=["announced", "unannounced"])
+def test_an_answer_over_the_limit_is_a_503_read_no_further(
+    sim: SimServer, stub: RenderStub, announce: bool
+) -> None:
+    stub.answer, stub.announce = HUGE, announce
+    failed = _post(sim, "/v1/completions", {"prompt": "hi"})
+    assert failed.status_code == 503
+    message = failed.json()["error"]["message"]
+    assert "over the limit of 1.5 MiB (--render-max-response-mb)" in message, message
+    stub.answer = None
+    assert _post(sim, "/v1/completions", {"prompt": "one two"}).status_code == 200
+
+
+def _peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_a_hundred_huge_answers_at_once_leave_memory_and_health_alone(
+    stub: RenderStub,
+) -> None:
+    """100 requests in flight, each answered 40 MB (announced, as a vLLM render service's
+    answers are: refused unread): the server's peak RSS stays under 300 MB and /health
+    answers. The health figure is wall-clock time on a shared machine: the bound has room."""
+    stub.answer, stub.announce = HUGE, True
+    args = ["--render-url", stub.url, "--render-timeout", "30s"]
+    with SimServer(args, model="org/model") as sim:
+        assert sim.process is not None
+        before = _peak_rss_mb(sim.process.pid)
+        results: list[int] = []
+
+        def ask() -> None:
+            results.append(_post(sim, "/v1/completions", {"prompt": "hi"}).status_code)
+
+        threads = [threading.Thread(target=ask) for _ in range(100)]
+        for thread in threads:
+            thread.start()
+        # Asked from a process of its own: this one is busy with 200 threads.
+        probe = (
+            "import httpx, time\n"
+            "t = time.perf_counter()\n"
+            f"r = httpx.get('{sim.url}/health', timeout=30)\n"
+            "print(r.status_code, time.perf_counter() - t)\n"
+        )
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+        status, health_s = done.stdout.split()
+        for thread in threads:
+            thread.join()
+        peak = _peak_rss_mb(sim.process.pid)
+    assert results == [503] * 100
+    assert status == "200" and float(health_s) < 2.0, health_s
+    assert peak < 300, f"peak RSS {peak:.0f} MB (at start {before:.0f} MB)"
