@@ -21,6 +21,10 @@ _SELF_SIGNED_KEY_BITS = 4096
 _SELF_SIGNED_DAYS = 3650
 POLL_INTERVAL = 0.25  # seconds between two looks at the cert files
 DEBOUNCE = 0.25  # a change must rest this long before the pair is reloaded
+# A served chain is a few kilobytes; a client refuses one much past 100 KiB (OpenSSL's
+# default limit on a peer's certificate list), so a larger file is refused unread.
+MAX_PAIR_FILE_BYTES = 1 << 20
+_HANDSHAKE_ROUNDS = 8
 
 
 def server_context(certfile: str, keyfile: str) -> ssl.SSLContext:
@@ -140,18 +144,60 @@ class TlsSetup:
             # Writers replace a cert and its key in two steps: wait until both rest.
             await asyncio.sleep(DEBOUNCE)
             seen = self._signatures()
-            self.reload()
+            # Parsing a pair (and proving it in a handshake) takes a while for a large
+            # one: off the event loop, so serving never waits on it.
+            await asyncio.to_thread(self.reload)
 
     def reload(self) -> bool:
-        """Loads the pair afresh; True if the new pair is now served."""
+        """Loads the pair afresh; True if the new pair is now served. A pair that is too
+        large, fails to load, or that a client could not complete a handshake with leaves
+        the previous one in service."""
         try:
-            server_context(self.certfile, self.keyfile)  # proves the pair before the swap
+            _check_sizes(self.certfile, self.keyfile)
+            trial = server_context(self.certfile, self.keyfile)
+            _prove_handshake(trial)  # before the swap: the live context only ever works
             self.context.load_cert_chain(self.certfile, self.keyfile)
-        except (ssl.SSLError, OSError) as exc:
+        except (ssl.SSLError, OSError, ValueError) as exc:
             log.warning("TLS pair reload failed, keeping the previous certificate: %s", exc)
             return False
         log.info("TLS certificate reloaded from %s", self.certfile)
         return True
+
+
+def _check_sizes(*paths: str) -> None:
+    for path in paths:
+        size = os.stat(path).st_size
+        if size > MAX_PAIR_FILE_BYTES:
+            raise ValueError(
+                f"{path} is {size} bytes, more than the {MAX_PAIR_FILE_BYTES} a TLS file may be"
+            )
+
+
+def _prove_handshake(server: ssl.SSLContext) -> None:
+    """A TLS handshake in memory between `server` and a default client (no verification):
+    raises ssl.SSLError if a client could not connect with it (a chain too long for a
+    client to accept, a key that does not match)."""
+    client_context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client_context.check_hostname = False
+    client_context.verify_mode = ssl.CERT_NONE
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    from_server, from_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = client_context.wrap_bio(to_client, from_client)
+    served = server.wrap_bio(to_server, from_server, server_side=True)
+    done = {"client": False, "server": False}
+    for _ in range(_HANDSHAKE_ROUNDS):
+        for name, side in (("client", client), ("server", served)):
+            if not done[name]:
+                try:
+                    side.do_handshake()
+                    done[name] = True
+                except ssl.SSLWantReadError:
+                    pass
+        to_server.write(from_client.read())
+        to_client.write(from_server.read())
+        if all(done.values()):
+            return
+    raise ssl.SSLError("the new pair did not complete a TLS handshake")
 
 
 class TlsError(Exception):

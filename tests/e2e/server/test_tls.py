@@ -155,3 +155,26 @@ def test_missing_key_file_fails_startup(tmp_path: Path, pairs: tuple[Path, Path]
     result = run_cli(["--model", "m", *args])
     assert result.returncode != 0
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_huge_chain_written_over_the_cert_keeps_the_old_pair_serving(
+    tmp_path: Path, pairs: tuple[Path, Path]
+) -> None:
+    """A 10 MB chain (the cert repeated) replaces the served cert: it is refused unread,
+    HTTPS keeps serving the old pair, and the server answers meanwhile. A 200 KB one
+    loads but no client would accept it in a handshake: refused too."""
+    first, _ = pairs
+    for name in ("cert.pem", "key.pem"):
+        shutil.copy(first / name, tmp_path / name)
+    expected = x509.load_pem_x509_certificate((first / "cert.pem").read_bytes())
+    cert = (first / "cert.pem").read_bytes()
+    with SimServer(pair_args(tmp_path), https=True) as server:
+        for size in (10 << 20, 200 << 10):
+            (tmp_path / "cert.pem").write_bytes(cert * (size // len(cert) + 1))
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:
+                health = httpx.get(server.url + "/health", verify=False, timeout=5)
+                assert health.status_code == 200
+                time.sleep(0.1)
+            assert served_certificate(server.port) == expected
+            assert "TLS pair reload failed" in server.stderr()
