@@ -371,3 +371,21 @@ def test_sigterm_during_a_download_stops_it_and_leaves_no_file(tmp_path: Path) -
     assert process.returncode != 0
     assert "vllm-sim: dataset initialization error: download cancelled by user" in stderr
     assert list(target.parent.iterdir()) == []
+
+
+def test_a_damaged_row_is_skipped_with_one_warning_never_a_500(tmp_path: Path) -> None:
+    path = table(tmp_path, FOUR)
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "INSERT INTO llmd (prompt_hash, gen_tokens, n_gen_tokens) VALUES (?, ?, ?)",
+        (b"\0" * 32, '{"Tokens": [1, 2], "Strings": ["only one"]}', 4),
+    )
+    conn.commit()
+    conn.close()
+    with SimServer(["--dataset-path", str(path)]) as sim:
+        for _ in range(3):
+            reply = httpx.post(sim.url + COMPLETIONS, json={"prompt": "hi", "max_tokens": 9})
+            assert reply.status_code == 200, reply.text
+            # The row's four tokens, generated, and the EOS that ends the answer.
+            assert reply.json()["usage"]["completion_tokens"] == 4 + 1
+        assert sim.stderr().count("has invalid gen_tokens") == 1

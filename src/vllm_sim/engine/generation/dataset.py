@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import hashlib
+import logging
 import random
 import sqlite3
 import sys
@@ -42,6 +43,11 @@ _U32: Final = next(code for code in "IL" if array(code).itemsize == 4)
 _PREFIX_BYTES: Final = 8
 _MAX_LENGTH: Final = 2**31 - 1  # lengths are kept as 32-bit signed integers
 _decode_json = msgspec.json.Decoder().decode
+log = logging.getLogger("vllm_sim")
+
+
+class _DamagedRow(Exception):
+    """A row whose `gen_tokens` cannot be read: skipped, the answer generated instead."""
 
 
 class _GenTokens(msgspec.Struct):
@@ -97,6 +103,7 @@ class ResponseDataset:
         self._keys = array("q")  # the row keys, in the same order
         self._prefixes = array("Q")  # prompt hash prefixes, ascending
         self._positions = array(_U32)  # where each prefix's row is in _lengths / _keys
+        self._damaged: set[int] = set()  # keys of rows found damaged (logged once each)
         self._build_index(name, key)
 
     def __len__(self) -> int:
@@ -140,10 +147,16 @@ class ResponseDataset:
         """The output of a request whose answer may hold `max_len` tokens: the recorded
         answer to this prompt if there is one, else a random one; cut to `max_len`, and
         padded with random sentences to `max_len` under `ignore_eos` (to `min_len` when
-        `min_tokens` asks for more). Raises EngineError for an empty table or a bad row."""
-        ids, pieces = self._matching(prompt_hash(prompt_ids), max_len, ignore_eos, rng)
-        ids, pieces = ids[:max_len], pieces[:max_len]
+        `min_tokens` asks for more). A damaged row is reported once and skipped: the answer
+        is generated, as long as the row says it was. Raises EngineError for an empty table
+        or a file that changed under the server."""
         target = max_len if ignore_eos else min(min_len, max_len)
+        try:
+            ids, pieces = self._matching(prompt_hash(prompt_ids), max_len, ignore_eos, rng)
+        except _DamagedRow as damaged:
+            length = min(max(damaged.args[1], target, 1), max_len)
+            return bank.generate(rng, length)
+        ids, pieces = ids[:max_len], pieces[:max_len]
         if len(ids) < target:
             more_ids, more_pieces = bank.generate(rng, target - len(ids))
             ids += more_ids
@@ -156,11 +169,12 @@ class ResponseDataset:
         candidates = self._candidates(digest)
         while candidates:
             position = _choose(candidates, self._lengths, max_len, ignore_eos, rng)
-            stored, tokens = self._read(self._keys[position])
+            stored, raw = self._read(self._keys[position])
             if stored == digest:
-                return tokens
+                return self._parse(position, raw)
             candidates.remove(position)  # only its first 8 bytes were the prompt's
-        return self._read(self._keys[self._random_position(max_len, ignore_eos, rng)])[1]
+        position = self._random_position(max_len, ignore_eos, rng)
+        return self._parse(position, self._read(self._keys[position])[1])
 
     def _candidates(self, digest: bytes) -> list[int]:
         prefix = int.from_bytes(digest[:_PREFIX_BYTES], "big")
@@ -178,18 +192,32 @@ class ResponseDataset:
             return rng.randrange(start, end)
         return rng.randrange(len(self._lengths))
 
-    def _read(self, key: int) -> tuple[object, Tokens]:
+    def _read(self, key: int) -> tuple[object, object]:
+        """The row's prompt hash and raw `gen_tokens`."""
         try:
             row = self._conn.execute(self._select, (key,)).fetchone()
         except sqlite3.Error as error:
             raise EngineError(Refusal.INTERNAL, f"failed to query dataset: {error}") from None
         if row is None:  # the file changed under the server
             raise EngineError(Refusal.INTERNAL, f"failed to query dataset: row {key} is gone")
+        return row[0], row[1]
+
+    def _parse(self, position: int, raw: object) -> Tokens:
+        """The tokens of the row at `position`; _DamagedRow (with its recorded length) if
+        they cannot be read, logged the first time."""
         try:
-            return row[0], self._tokens(row[1])
+            return self._tokens(raw)
         except (msgspec.DecodeError, ValueError, TypeError) as error:
-            message = f"invalid gen_tokens in dataset row {key}: {error}"
-            raise EngineError(Refusal.INTERNAL, message) from None
+            key = self._keys[position]
+            if key not in self._damaged:
+                self._damaged.add(key)
+                log.warning(
+                    "dataset row %d has invalid gen_tokens (%s): skipped, its answers are "
+                    "generated",
+                    key,
+                    error,
+                )
+            raise _DamagedRow(key, self._lengths[position]) from None
 
     def _tokens(self, raw: object) -> Tokens:
         if not isinstance(raw, str | bytes):
