@@ -258,13 +258,16 @@ def test_compare_prints_the_table_of_two_runs(dirs: tuple[Path, Path]) -> None:
     shown = vllm_sim(work, "compare", "a", "b/result.json")
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    assert lines[0].split() == ["metric", "A:", "a", "B:", "b/result.json", "B/A"]
+    table = lines[: lines.index("")]
+    assert table[0].split() == ["metric", "unit", "A:", "a", "B:", "b/result.json", "B/A"]
     means = json.loads((work / "a" / "result.json").read_text())["means"]
-    assert [line.split()[0] for line in lines[1:]] == list(means)
-    rows = {line.split()[0]: line.split()[1:] for line in lines[1:]}
-    a_ttft, b_ttft, ratio = (float(v) for v in rows["ttft_mean"])
-    assert ratio == pytest.approx(b_ttft / a_ttft, rel=1e-3)
-    assert rows["request_throughput"][2] == "1"
+    assert [line.split()[0] for line in table[1:]] == list(means)
+    rows = {line.split()[0]: line.split()[1:] for line in table[1:]}
+    unit, *values = rows["ttft_mean"]
+    a_ttft, b_ttft, ratio = (float(v) for v in values)
+    assert unit == "ms" and ratio == pytest.approx(b_ttft / a_ttft, rel=1e-3)
+    assert rows["request_throughput"][3] == "1"
+    assert "instances: 1 -> 2" in lines[lines.index("") + 2]
 
     missing = vllm_sim(work, "compare", "a", "nowhere")
     assert missing.returncode == 2

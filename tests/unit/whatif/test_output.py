@@ -111,41 +111,74 @@ def test_read_result_of_a_missing_file_or_empty_folder(tmp_path: Path) -> None:
 
 
 def test_comparison_lists_both_runs_means_with_b_over_a() -> None:
-    """A's metrics in A's order, then those only B has; the ratio is B/A where both are
-    numbers and A is not zero."""
-    first = {"means": {"x": 2.0, "zero": 0.0, "only_a": 1.0}}
-    second = {"means": {"x": 3.0, "zero": 5.0, "only_b": 4.0}}
+    """A's metrics in A's order, then those only B has, each in its unit (latencies in ms,
+    the hit rate in %); the ratio is B/A where both are numbers and A is not zero."""
+    first = {"means": {"ttft_mean": 0.002, "zero": 0.0, "only_a": 1.0}}
+    second = {"means": {"ttft_mean": 0.003, "zero": 5.0, "prefix_cache_hit_rate": 0.25}}
     assert comparison(first, second) == [
-        ("x", 2.0, 3.0, 1.5),
-        ("zero", 0.0, 5.0, None),
-        ("only_a", 1.0, None, None),
-        ("only_b", None, 4.0, None),
+        ("ttft_mean", "ms", 2.0, 3.0, pytest.approx(1.5)),
+        ("zero", "", 0.0, 5.0, None),
+        ("only_a", "", 1.0, None, None),
+        ("prefix_cache_hit_rate", "%", None, 25.0, None),
     ]
 
 
-def test_the_comparison_table_has_a_b_and_ratio_columns() -> None:
-    """A header naming both runs and B/A, a row per metric, missing values as '-'."""
+@pytest.mark.parametrize("value", ["12 ms", True, [1], {"x": 1}])
+def test_a_mean_that_is_not_a_number_is_refused_naming_it(tmp_path: Path, value: object) -> None:
+    write_run(make_result(), tmp_path / "a")
+    data = json.loads((tmp_path / "a" / "result.json").read_text())
+    data["means"]["ttft_mean"] = value
+    (tmp_path / "b.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError) as caught:
+        compare(tmp_path / "a", tmp_path / "b.json")
+    assert str(caught.value) == f"{tmp_path / 'b.json'}: means.ttft_mean is {value!r}, not a number"
+
+
+def test_the_comparison_table_has_unit_a_b_and_ratio_columns() -> None:
+    """A header naming both runs and B/A, a row per metric with its unit, missing values
+    as '-'."""
     table = format_table(
-        [("ttft_mean", 0.5, 0.25, 0.5), ("itl_mean", None, 0.01, None)], ("A: one", "B: two")
+        [("ttft_mean", "ms", 500.0, 250.0, 0.5), ("itl_mean", "ms", None, 10.0, None)],
+        ("A: one", "B: two"),
     )
     lines = table.splitlines()
-    assert lines[0].split() == ["metric", "A:", "one", "B:", "two", "B/A"]
-    assert lines[1].split() == ["ttft_mean", "0.5", "0.25", "0.5"]
-    assert lines[2].split() == ["itl_mean", "-", "0.01", "-"]
+    assert lines[0].split() == ["metric", "unit", "A:", "one", "B:", "two", "B/A"]
+    assert lines[1].split() == ["ttft_mean", "ms", "500", "250", "0.5"]
+    assert lines[2].split() == ["itl_mean", "ms", "-", "10", "-"]
     assert len({len(line) for line in lines}) == 1  # aligned columns
 
 
 def test_compare_two_written_runs(tmp_path: Path) -> None:
-    """Two runs whose TTFT doubled and nothing else changed: ttft_mean's ratio is 2,
-    the throughputs' 1."""
+    """Two runs whose TTFT doubled and nothing else changed: ttft_mean's ratio is 2 (in
+    ms), the throughputs' 1; the settings are the same and so are the request counts."""
     write_run(make_result(ttft=0.2), tmp_path / "a")
     write_run(make_result(ttft=0.4), tmp_path / "b")
-    table = compare(tmp_path / "a", tmp_path / "b" / "result.json")
-    rows = {line.split()[0]: line.split()[1:] for line in table.splitlines()[1:]}
-    assert rows["ttft_mean"] == ["0.2", "0.4", "2"]
-    assert rows["request_throughput"][2] == "1"
-    assert str(tmp_path / "a") in table.splitlines()[0]
+    shown = compare(tmp_path / "a", tmp_path / "b" / "result.json").splitlines()
+    table = shown[: shown.index("")]
+    rows = {line.split()[0]: line.split()[1:] for line in table[1:]}
+    assert rows["ttft_mean"] == ["ms", "200", "400", "2"]
+    assert rows["request_throughput"][0] == "req/s" and rows["request_throughput"][3] == "1"
+    assert str(tmp_path / "a") in table[0]
     assert set(rows) == set(read_result(tmp_path / "a")["means"])
+    assert shown[shown.index("") + 1 :] == ["settings: the same"]
+
+
+def test_compare_names_the_settings_that_differ_and_warns_on_request_counts(
+    tmp_path: Path,
+) -> None:
+    write_run(make_result(), tmp_path / "a")
+    base = make_result()
+    settings = {"instances": 4, "router": "round-robin"}
+    other = RunResult("replay", settings, base.records[:2], base.samples, [], 0.01)
+    write_run(other, tmp_path / "b")
+    shown = compare(tmp_path / "a", tmp_path / "b").splitlines()
+    tail = shown[shown.index("") + 1 :]
+    assert tail == [
+        "settings that differ (A -> B):",
+        "  instances: 2 -> 4",
+        "  router: (not set) -> round-robin",
+        "warning: A served 3 requests and B 2: their means describe different workloads",
+    ]
 
 
 def test_compare_refuses_a_missing_run(tmp_path: Path) -> None:
