@@ -87,7 +87,7 @@ def fit(scale: float) -> dict[str, float]:
         return r
 
     solution = least_squares(
-        cost, x0, bounds=(lower, upper), loss="soft_l1", f_scale=0.1, diff_step=0.02
+        cost, x0, bounds=(lower, upper), loss="soft_l1", f_scale=0.05, diff_step=0.02
     )
     fitted = coefficients(solution.x)
     for name, value in fitted.items():

@@ -43,35 +43,35 @@ class GpuSpec:
     # at most 1, compute at most 0.85, about what large cuBLAS GEMMs reach on H100).
     # docs/timing-model.md gives each one's source. Fractions of a peak are at most 1.
     # Fraction of peak bandwidth a decode step reaches streaming weights.
-    weight_bandwidth_efficiency: float = 0.823
+    weight_bandwidth_efficiency: float = 0.849
     # The same for KV cache reads, gathered block by block by the attention kernels.
-    kv_bandwidth_efficiency: float = 0.80
+    kv_bandwidth_efficiency: float = 0.701
     # Model FLOPs utilisation of a compute-bound (prefill) step.
-    compute_efficiency: float = 0.85
+    compute_efficiency: float = 0.808
     # The same for an MoE model's routed-expert matmuls: fused MoE kernels group each
     # expert's tokens and reach less of the peak than one dense GEMM over every token.
     moe_compute_efficiency: float = 0.1
     # vLLM's CPU time of one step whatever it holds: scheduling, input preparation,
     # sampling, the output's hand-over to the API server.
-    step_overhead_s: float = 0.000832
+    step_overhead_s: float = 0.000792
     # Per decoder layer and step: kernel boundaries a CUDA graph keeps.
-    layer_overhead_s: float = 1.23e-6
+    layer_overhead_s: float = 1.55e-6
     # Per MoE layer and step: routing, the tokens' permutation to their experts and back,
     # and the grouped expert matmuls' launches, which a dense layer has not.
-    moe_layer_overhead_s: float = 40e-6
+    moe_layer_overhead_s: float = 50e-6
     # Per decoder layer of a step that holds a prefill chunk: such steps run outside the
     # full CUDA graph (piecewise graphs, attention launched eagerly).
-    prefill_layer_overhead_s: float = 50.7e-6
+    prefill_layer_overhead_s: float = 38.1e-6
     # Per scheduled sequence and step: input preparation, sampling, detokenization.
-    per_request_overhead_s: float = 2.53e-6
+    per_request_overhead_s: float = 1.37e-6
     # The fixed latency of one tensor-parallel all-reduce (launch and synchronization);
     # its bytes cost 2 (n-1)/n of the message over link_gbps on top. A layer has two.
-    allreduce_s: float = 11.4e-6
+    allreduce_s: float = 12.9e-6
     # vLLM's API server per request, from its arrival to the engine's scheduler: HTTP,
     # the chat template, tokenization, the hand-over to the engine core.
-    api_server_s: float = 0.00344
+    api_server_s: float = 0.00137
     # The same per prompt token (tokenizing and hashing the prompt's blocks).
-    api_server_s_per_token: float = 13.9e-6
+    api_server_s_per_token: float = 16.8e-6
     # What an hour of one GPU costs, in dollars, for capacity planning: indicative
     # on-demand cloud prices (they vary by provider and contract: --gpu-cost or a
     # --gpu-spec-file sets the ones that apply). 0: unknown.
