@@ -441,6 +441,11 @@ class Config:
         "KV blocks under the roofline and table models, instead of the computed ones",
         default_doc="computed",
         rules=(r.OPTIONAL_BLOCKS,))
+    kv_cache_memory_bytes: int | None = vllm_flag(P,
+        "KV cache memory per GPU in bytes (`20G`: 20 GiB, `20g`: 20e9): the roofline "
+        "model sizes its KV blocks from it instead of --gpu-memory-utilization and the "
+        "weights, as vLLM does; 0 or unset: computed",
+        default_doc="computed", rules=(r.OPTIONAL_KV_BYTES,))
     dtype: str = vllm_flag(P, "Weight dtype of the roofline model (auto: bfloat16)")
     kv_cache_dtype: str = vllm_flag(P,
         "KV cache dtype of the roofline model (auto: the weights'; fp8 kinds: 1 byte)")

@@ -30,11 +30,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Final
 
 
-class LayerKind(str, Enum):
+class LayerKind(StrEnum):
     """What a layer keeps between steps, in vLLM's spec terms."""
 
     FULL = "full attention"
@@ -218,8 +218,7 @@ def _layer_kinds(config: Mapping[str, Any], layers: int, model_type: str) -> lis
                 raise ValueError(f"{label}: unknown layer type {name!r} in layer_types")
             kinds.append(kind)
         return kinds
-    interval = config.get("full_attention_interval")
-    if model_type == "qwen3_next" and interval:
+    if model_type == "qwen3_next" and config.get("full_attention_interval"):
         step = _int(config, "full_attention_interval")
         return [LayerKind.FULL if (i + 1) % step == 0 else LayerKind.LINEAR for i in range(layers)]
     window = config.get("sliding_window")
@@ -269,6 +268,82 @@ def _linear_spec(config: Mapping[str, Any]) -> LayerSpec:
         state_size=_int(config, "linear_key_head_dim"),
         conv_kernel=_int(config, "linear_conv_kernel_dim", 4),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class MlaShape:
+    """An MLA layer's dimensions (DeepSeek-V2/V3, Kimi-K2): `heads` query heads, a latent
+    of `kv_lora_rank` plus `rope` shared rotary dims per token, per-head `nope` + `rope`
+    query/key dims and `v_head_dim` values."""
+
+    heads: int
+    kv_lora_rank: int
+    nope: int
+    rope: int
+    v_head_dim: int
+
+    def decode_flops_per_pair(self) -> int:
+        """FLOPs per query-key pair of a decode token in the absorbed form vLLM's MLA
+        backends decode with: scores over the latent and rotary dims, values over the
+        latent, every head."""
+        return self.heads * (2 * (self.kv_lora_rank + self.rope) + 2 * self.kv_lora_rank)
+
+    def prefill_flops_per_pair(self) -> int:
+        """FLOPs per query-key pair of a prefill token, which vLLM computes as multi-head
+        attention over keys of nope + rope and values of v_head_dim."""
+        return self.heads * (2 * (self.nope + self.rope) + 2 * self.v_head_dim)
+
+    def context_flops_per_token(self) -> int:
+        """FLOPs to expand one cached token's latent into every head's key and value
+        (kv_b_proj) for a prefill chunk that attends to it."""
+        return 2 * self.kv_lora_rank * self.heads * (self.nope + self.v_head_dim)
+
+
+def mla_shape(config: Mapping[str, Any]) -> MlaShape | None:
+    """The MLA dimensions of a config.json; None for a model without MLA."""
+    config = text_config(config)
+    if config.get("kv_lora_rank") is None:
+        return None
+    return MlaShape(
+        heads=_int(config, "num_attention_heads"),
+        kv_lora_rank=_int(config, "kv_lora_rank"),
+        nope=_int(config, "qk_nope_head_dim"),
+        rope=_int(config, "qk_rope_head_dim"),
+        v_head_dim=_int(config, "v_head_dim"),
+    )
+
+
+def mixer_params(config: Mapping[str, Any]) -> int:
+    """The token mixers' parameters over all layers, for a model whose mixers are not all
+    plain q/k/v/o attention (MLA, Mamba, linear attention); 0 otherwise."""
+    config = text_config(config)
+    specs = layer_specs(config)
+    kinds = {spec.kind for spec in specs}
+    if not kinds & {LayerKind.MLA, LayerKind.MAMBA, LayerKind.LINEAR}:
+        return 0
+    hidden = _int(config, "hidden_size")
+    total = 0
+    mla = mla_shape(config)
+    for spec in specs:
+        if spec.kind is LayerKind.MLA and mla is not None:
+            q_dims = mla.heads * (mla.nope + mla.rope)
+            q_rank = config.get("q_lora_rank")
+            query = hidden * q_dims if not q_rank else hidden * int(q_rank) + int(q_rank) * q_dims
+            latent = hidden * (mla.kv_lora_rank + mla.rope)
+            expand = mla.kv_lora_rank * mla.heads * (mla.nope + mla.v_head_dim)
+            total += query + latent + expand + mla.heads * mla.v_head_dim * hidden
+        elif spec.kind is LayerKind.MAMBA:
+            projected = 2 * spec.inner + 2 * spec.groups * spec.state_size + spec.heads
+            total += hidden * projected + spec.inner * hidden
+        elif spec.kind is LayerKind.LINEAR:
+            keys, values = spec.groups * spec.state_size, spec.heads * spec.head_dim
+            total += hidden * (2 * keys + 2 * values + 2 * spec.heads) + values * hidden
+        else:
+            heads = _int(config, "num_attention_heads")
+            total += (
+                2 * hidden * heads * spec.head_size + 2 * hidden * spec.kv_heads * spec.head_size
+            )
+    return total
 
 
 def ssm_state_dtype_bytes(config: Mapping[str, Any], model_bytes: float) -> float:
@@ -422,7 +497,9 @@ def kv_cache_layout(
     attention_pages = {
         spec.bytes_per_token(tp, kv_bytes) for spec in specs if not spec.kind.is_state
     }
-    state_pages = {spec.state_bytes(tp, conv_bytes, ssm_bytes) for spec in specs if spec.kind.is_state}
+    state_pages = {
+        spec.state_bytes(tp, conv_bytes, ssm_bytes) for spec in specs if spec.kind.is_state
+    }
     if has_state and attention_pages:
         # Platform._align_hybrid_block_size: the smallest multiple of the kernel block that
         # makes an attention page at least the largest state page; the state page is then
@@ -483,4 +560,4 @@ def kv_cache_layout(
 
 
 def _cdiv(a: int | float, b: int) -> int:
-    return int(math.ceil(a / b)) if b else 0
+    return math.ceil(a / b) if b else 0

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from vllm_sim.perf.kv_spec import mixer_params
+
 # Architectures whose MLP is two matrices (up, down) rather than three (gate, up, down).
 # Everything else in vLLM's Llama/Qwen/Mistral/Gemma lineage is gated, whatever its
 # activation is called, so the activation name cannot decide this.
@@ -23,6 +25,11 @@ _PLAIN_MLP_TYPES: Final = frozenset(
 # config.json does not name (Llama 4's feed-forward is a routed expert plus a shared one).
 _SHARED_EXPERT_OF_EXPERT_WIDTH: Final = frozenset({"llama4", "llama4_text"})
 _EXPERT_COUNT_KEYS: Final = ("num_local_experts", "num_experts", "n_routed_experts")
+# The class default of a vocabulary a published config.json leaves out (Gemma 3's
+# text_config: Gemma3TextConfig's 262,208).
+_DEFAULT_VOCAB: Final = {"gemma3_text": 262_208}
+# Model types whose config class ties the embeddings when config.json does not say.
+_TIED_BY_DEFAULT: Final = frozenset({"gemma", "gemma2", "gemma3_text"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +53,10 @@ class ModelShape:
     moe_intermediate: int = 0
     shared_expert_intermediate: int = 0
     name: str = ""
+    # The token mixers' parameters over all layers where they are not `heads` query and
+    # `kv_heads` key/value projections of `head_dim` (MLA's low-rank projections, Mamba and
+    # linear-attention layers): 0 for the plain attention formula.
+    mixer_params: int = 0
 
     def __post_init__(self) -> None:
         for field in ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab"):
@@ -58,6 +69,7 @@ class ModelShape:
             "experts_per_token",
             "moe_intermediate",
             "shared_expert_intermediate",
+            "mixer_params",
         ):
             value = getattr(self, field)
             if not _is_count(value) or value < 0:
@@ -94,7 +106,9 @@ class ModelShape:
         hidden = keys.required("hidden_size")
         heads = keys.required("num_attention_heads")
         layers = keys.required("num_hidden_layers")
-        vocab = keys.required("vocab_size")
+        default_vocab = _DEFAULT_VOCAB.get(str(config.get("model_type")))
+        vocab = keys.optional("vocab_size", default_vocab) if default_vocab else 0
+        vocab = vocab or keys.required("vocab_size")
         kv_heads = keys.optional("num_key_value_heads", heads)
         if hidden % heads and config.get("head_dim") is None:
             raise ValueError(
@@ -103,7 +117,7 @@ class ModelShape:
             )
         head_dim = keys.optional("head_dim", hidden // heads)
         experts, experts_per_token, intermediate, moe_intermediate, shared = _mlp_widths(keys)
-        tied = config.get("tie_word_embeddings", False)
+        tied = config.get("tie_word_embeddings", config.get("model_type") in _TIED_BY_DEFAULT)
         if not isinstance(tied, bool):
             raise ValueError(f"{label}: 'tie_word_embeddings' must be true or false")
         model_type = config.get("model_type")
@@ -122,6 +136,7 @@ class ModelShape:
             moe_intermediate=moe_intermediate,
             shared_expert_intermediate=shared,
             name=name,
+            mixer_params=mixer_params(config),
         )
 
     def _mlp_params(self, experts: int) -> int:
@@ -136,9 +151,16 @@ class ModelShape:
         return routed + shared + router
 
     def _attention_params(self) -> int:
+        if self.mixer_params:
+            return self.mixer_params // self.layers
         query_and_output = 2 * self.hidden * self.heads * self.head_dim
         key_and_value = 2 * self.hidden * self.kv_heads * self.head_dim
         return query_and_output + key_and_value
+
+    def attention_params(self) -> int:
+        """The token mixers' parameters (attention projections, or MLA's, Mamba's and
+        linear attention's), all layers."""
+        return self.layers * self._attention_params()
 
     def expert_params(self) -> int:
         """Every routed expert's parameters, all layers (0 for a dense model): the part of
