@@ -327,6 +327,11 @@ def _model(
 def _check_room(cfg: Config, roofline: RooflineModel, blocks: int) -> None:
     """vLLM's start-up refusal: the KV cache must hold one sequence of --max-model-len."""
     per_gpu = roofline.weight_bytes_total() / cfg.tensor_parallel_size / GIB
+    if blocks <= 0 and cfg.kv_cache_memory_bytes:
+        raise ConfigError(
+            f"--kv-cache-memory-bytes {cfg.kv_cache_memory_bytes} holds no KV cache block of "
+            f"this model; give it more"
+        )
     if blocks <= 0:
         raise ConfigError(
             f"no memory is left for the KV cache: the weights take {per_gpu:.1f} GiB per GPU "
