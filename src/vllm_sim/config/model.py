@@ -450,8 +450,11 @@ class Config:
     kv_cache_dtype: str = vllm_flag(P,
         "KV cache dtype of the roofline model (auto: the weights'; fp8 kinds: 1 byte)")
     quantization: str | None = vllm_flag(P,
-        "Weight quantization; fp8 gives the roofline model 1-byte weights and the "
-        "GPU's FP8 peak (others are stored)", default_doc="none")
+        "Weight quantization as vLLM infers it: a checkpoint's quantization_config decides "
+        "(fp8, mxfp4, nvfp4/modelopt, awq, gptq, compressed-tensors: the roofline model's "
+        "weight bytes, and the GPU's FP8 or FP4 peak where it has one); fp8 quantizes a "
+        "16-bit checkpoint at load; a method other than the config's is refused",
+        default_doc="none")
     max_num_batched_tokens: int = vllm_flag(E,
         "Tokens one engine step may schedule (vLLM's flag, also `8k`/`8K`); stored",
         default=VLLM_MAX_NUM_BATCHED_TOKENS,

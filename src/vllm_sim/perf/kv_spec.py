@@ -211,13 +211,8 @@ def _layer_kinds(config: Mapping[str, Any], layers: int, model_type: str) -> lis
     if isinstance(types, Sequence) and not isinstance(types, str) and types:
         if len(types) < layers:
             raise ValueError(f"{label}: layer_types has {len(types)} entries for {layers} layers")
-        kinds = []
-        for name in types[:layers]:
-            kind = _LAYER_TYPE_NAMES.get(str(name))
-            if kind is None:
-                raise ValueError(f"{label}: unknown layer type {name!r} in layer_types")
-            kinds.append(kind)
-        return kinds
+        # A kind this model does not know is taken as full attention (its upper bound).
+        return [_LAYER_TYPE_NAMES.get(str(name), LayerKind.FULL) for name in types[:layers]]
     if model_type == "qwen3_next" and config.get("full_attention_interval"):
         step = _int(config, "full_attention_interval")
         return [LayerKind.FULL if (i + 1) % step == 0 else LayerKind.LINEAR for i in range(layers)]

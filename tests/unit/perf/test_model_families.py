@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.config import load
+from vllm_sim.config import ConfigError
 from vllm_sim.perf import RooflineModel, StepLoad
 from vllm_sim.perf.gpus import GPUS
 from vllm_sim.perf.kv_spec import LayerKind, kv_cache_layout, layer_specs, ssm_state_dtype_bytes
@@ -453,3 +454,18 @@ def test_blocks_a_sequence_holds_across_groups() -> None:
     # (plus none in flight): cdiv(127, 16) + 1 = 9 blocks.
     assert layout.blocks_for(1_000) == 63 + 9
     assert layout.blocks_for(100) == 7 + 7
+
+
+def test_the_server_refuses_a_quantization_the_config_contradicts() -> None:
+    argv = ("--model", str(CONFIGS / "DeepSeek-V3"), "--timing-model", "roofline")
+    with pytest.raises(ConfigError, match=r"model config \(fp8\) does not match"):
+        step_timing(load(*argv, "-tp", "8", "--quantization", "awq"), {})
+
+
+def test_the_start_up_line_names_the_layer_kinds_and_groups() -> None:
+    argv = ("--model", str(CONFIGS / "gpt-oss-20b"), "--timing-model", "roofline")
+    timing = step_timing(load(*argv, "--kv-cache-memory-bytes", "10G"), {})
+    assert timing is not None
+    assert "24 layers (12 sliding window 128, 12 full attention)" in timing.description
+    assert "2 KV cache groups (12 x sliding window 128, 12 x full attention)" in timing.description
+    assert "mxfp4 (0.53125 bytes/weight: experts)" in timing.description
