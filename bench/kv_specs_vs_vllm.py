@@ -84,8 +84,9 @@ def stand_in_config(hybrid_manager: bool) -> Any:
 
 def mamba_shapes(config: dict[str, Any], kind: LayerKind, tp: int) -> tuple[Any, ...]:
     text = text_config(config)
+    shapes: tuple[Any, ...]
     if kind is LayerKind.LINEAR:
-        return MambaStateShapeCalculator.gated_delta_net_state_shape(
+        shapes = MambaStateShapeCalculator.gated_delta_net_state_shape(
             tp,
             text["linear_num_key_heads"],
             text["linear_num_value_heads"],
@@ -93,15 +94,17 @@ def mamba_shapes(config: dict[str, Any], kind: LayerKind, tp: int) -> tuple[Any,
             text["linear_value_head_dim"],
             text["linear_conv_kernel_dim"],
         )
-    return MambaStateShapeCalculator.mamba2_state_shape(
-        tp,
-        text["mamba_expand"] * text["hidden_size"],
-        text["mamba_n_groups"],
-        text["mamba_n_heads"],
-        text["mamba_d_head"],
-        text["mamba_d_state"],
-        text["mamba_d_conv"],
-    )
+    else:
+        shapes = MambaStateShapeCalculator.mamba2_state_shape(
+            tp,
+            text["mamba_expand"] * text["hidden_size"],
+            text["mamba_n_groups"],
+            text["mamba_n_heads"],
+            text["mamba_d_head"],
+            text["mamba_d_state"],
+            text["mamba_d_conv"],
+        )
+    return shapes
 
 
 def vllm_figures(folder: str, tp: int, fp8: bool) -> tuple[list[int], int, int]:
