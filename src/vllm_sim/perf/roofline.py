@@ -277,7 +277,7 @@ class RooflineModel:
         self._experts_per_token = shape.experts_per_token
         self._fixed_s = gpu.step_overhead_s + shape.layers * gpu.layer_overhead_s
         if shape.is_moe:
-            self._fixed_s += shape.layers * gpu.moe_layer_overhead_s
+            self._fixed_s += shape.moe_layers * gpu.moe_layer_overhead_s
         self._prefill_fixed_s = shape.layers * gpu.prefill_layer_overhead_s
         if not full_cuda_graphs:
             self._fixed_s += self._prefill_fixed_s

@@ -469,3 +469,13 @@ def test_the_start_up_line_names_the_layer_kinds_and_groups() -> None:
     assert "24 layers (12 sliding window 128, 12 full attention)" in timing.description
     assert "2 KV cache groups (12 x sliding window 128, 12 x full attention)" in timing.description
     assert "mxfp4 (0.53125 bytes/weight: experts)" in timing.description
+
+
+def test_deepseek_s_leading_dense_layers_hold_no_experts() -> None:
+    shape = ModelShape.from_config(read("DeepSeek-V3"))
+    # first_k_dense_replace 3: 58 MoE layers of 256 experts of 3 x 7,168 x 2,048 =
+    # 44,040,192 parameters each: 58 x 256 x 44,040,192.
+    assert (shape.dense_layers, shape.moe_layers) == (3, 58)
+    assert shape.expert_params() == 58 * 256 * 44_040_192 == 653_908_770_816
+    # About the 671B DeepSeek publishes (its MTP layer aside).
+    assert shape.params() == pytest.approx(671e9, rel=0.005)
