@@ -15,8 +15,10 @@ to FP8 at load. What each method stores per weight, scales included:
   FP8 scale per 16: 4.5 bits.
 - awq, gptq, compressed-tensors int4/int8 (W4A16, W8A16): `bits` per weight plus a 16-bit
   scale per group (and a packed zero point when asymmetric).
+- bitsandbytes (quantized at load, like fp8): NF4 with a 32-bit absmax per 64: 4.5 bits.
 The 4-bit formats run on FP4 tensor cores where the GPU has them (B200, GB200: NVFP4 and
-MXFP4), else dequantized into 16-bit matmuls (Marlin, Triton). The embedding and the LM
+MXFP4), else dequantized into 16-bit matmuls (Marlin, Triton). A method not listed here
+is timed as 16-bit weights. The embedding and the LM
 head stay 16-bit; so does whatever a config's `modules_to_not_convert` / `ignore` /
 `ignored_layers` lists (gpt-oss: attention and router; many MoE checkpoints: attention).
 """
@@ -49,7 +51,7 @@ _FAMILIES: Final = {
     "compressed_tensors": "compressed-tensors",
 }
 # Methods a --quantization flag alone (no quantization_config) applies at load.
-_ONLINE: Final = frozenset({"fp8", "ptpc_fp8", "fbgemm_fp8"})
+_ONLINE: Final = frozenset({"fp8", "ptpc_fp8", "fbgemm_fp8", "bitsandbytes"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +106,7 @@ class WeightPrecision:
             )
             if on
         ]
-        return f"{self.method} ({self.quantized_bytes:g} bytes/weight: {', '.join(parts)})"
+        return f"{self.method} ({self.quantized_bytes:g} B/weight: {', '.join(parts)})"
 
 
 def uniform_precision(weight_bytes: float, compute: Compute = "bf16") -> WeightPrecision:
@@ -150,9 +152,8 @@ def weight_precision(
         if not flag:
             return WeightPrecision(base_bytes=base_bytes)
         if flag.strip().lower() in _ONLINE:
-            return WeightPrecision(
-                "fp8", 1.0, "fp8", attention=True, dense=True, experts=True, base_bytes=base_bytes
-            )
+            name, size, compute = _format(method_family(flag), {})
+            return WeightPrecision(name, size, compute, True, True, True, base_bytes)
         raise ValueError(
             f"--quantization {flag} needs a checkpoint quantized with it (a quantization_config "
             "in its config.json); only fp8 quantizes a 16-bit model at load"
@@ -194,7 +195,11 @@ def _format(family: str, quant: Mapping[str, Any]) -> tuple[str, float, Compute]
         return f"{family}_marlin", size, "bf16"
     if family == "compressed-tensors":
         return _compressed_tensors(quant)
-    raise ValueError(f"quantization method {family!r} is not modelled")
+    if family == "bitsandbytes":
+        # NF4 in blocks of 64 with a 32-bit absmax each: 4.5 bits; 16-bit matmuls.
+        return "bitsandbytes", (4 + 32 / 64) / 8, "bf16"
+    # A method this model does not know: timed as 16-bit weights.
+    return f"{family} (timed as 16-bit)", 2.0, "bf16"
 
 
 def _compressed_tensors(quant: Mapping[str, Any]) -> tuple[str, float, Compute]:

@@ -468,7 +468,7 @@ def test_the_start_up_line_names_the_layer_kinds_and_groups() -> None:
     assert timing is not None
     assert "24 layers (12 sliding window 128, 12 full attention)" in timing.description
     assert "2 KV cache groups (12 x sliding window 128, 12 x full attention)" in timing.description
-    assert "mxfp4 (0.53125 bytes/weight: experts)" in timing.description
+    assert "mxfp4 (0.53125 B/weight: experts)" in timing.description
 
 
 def test_deepseek_s_leading_dense_layers_hold_no_experts() -> None:
