@@ -6,7 +6,9 @@ chains them, and event batches are decoded with plain `msgpack` following vLLM's
 schema (`vllm.distributed.kv_events`): `EventBatch = [ts, events, data_parallel_rank]`,
 tagged array events `["BlockStored", block_hashes, parent_block_hash, token_ids, block_size,
 lora_id, medium, lora_name, extra_keys]`, `["BlockRemoved", block_hashes, medium]`,
-`["AllBlocksCleared"]`, or the same as maps with a `type` key.
+`["AllBlocksCleared"]`, or the same as maps with a `type` key. vLLM's later optional
+fields (`group_idx`, `kv_cache_spec_kind`, ...: the CPU offloading tier's events set
+`group_idx`) follow in its order where set.
 """
 
 from __future__ import annotations
@@ -119,12 +121,21 @@ class Stored:
     medium: str | None
     lora_name: str | None
     extra_keys: Any = None
+    group_idx: int | None = None
+    kv_cache_spec_kind: str | None = None
+    kv_cache_spec_sliding_window: int | None = None
+    locality: str | None = None
+    ownership: str | None = None
+    session_id: str | None = None
 
 
 @dataclass(frozen=True)
 class Removed:
     block_hashes: list[int]
     medium: str | None
+    group_idx: int | None = None
+    locality: str | None = None
+    ownership: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,8 +154,14 @@ _STORED_FIELDS = (
     "medium",
     "lora_name",
     "extra_keys",
+    "group_idx",
+    "kv_cache_spec_kind",
+    "kv_cache_spec_sliding_window",
+    "locality",
+    "ownership",
+    "session_id",
 )
-_REMOVED_FIELDS = ("block_hashes", "medium")
+_REMOVED_FIELDS = ("block_hashes", "medium", "group_idx", "locality", "ownership")
 
 
 def _fields(raw: Any, names: Sequence[str], map_format: bool) -> dict[str, Any]:
@@ -238,6 +255,7 @@ class Subscriber:
         self.last_seq = 0
         self.messages: list[Message] = []  # every message after sync, in order
         self.contents: set[int] = set()
+        self.cpu_contents: set[int] = set()  # the CPU offloading tier's (medium CPU)
 
     def recv(self, timeout: float) -> Message | None:
         """The next message (checked: 3 frames, topic, seq = previous + 1), or None."""
@@ -291,6 +309,14 @@ class Subscriber:
         assert message is None, f"unexpected message: {message.events if message else None}"
 
     def apply(self, event: Event) -> None:
+        if isinstance(event, Stored | Removed) and event.medium == "CPU":
+            if isinstance(event, Stored):
+                self.cpu_contents.update(event.block_hashes)
+            else:
+                for block_hash in event.block_hashes:
+                    assert block_hash in self.cpu_contents, f"unknown block removed: {event}"
+                    self.cpu_contents.discard(block_hash)
+            return
         if isinstance(event, Stored):
             # A block may be stored again: as vLLM, a request stores every block it computes,
             # and a prompt found whole computes its last block (of the same hash) again.

@@ -475,8 +475,20 @@ class Config:
         "Prefix caching (on by default, as in vLLM): prompts share and find their "
         "cached blocks", to=(SERVING("prefix_caching"),))
     kv_transfer_config: dict[str, Any] | None = vllm_flag(K,
-        "P/D: vLLM's KV connector settings, a JSON object; stored",
+        "vLLM's KV connector settings, a JSON object: an offloading connector "
+        "(OffloadingConnector with `cpu_bytes_to_use`, LMCacheConnectorV1 or "
+        "LMCacheMPConnector) sets up CPU offloading as --kv-offloading-size does; others "
+        "(P/D) are stored",
         default_doc="none")
+    kv_offloading_size: float | None = vllm_flag(K,
+        "CPU KV offloading: GiB of host memory for KV blocks copied out of the GPU as they "
+        "are computed (over all tensor-parallel ranks, per engine, as in vLLM); a prefix "
+        "found there after the GPU's hit is loaded back over the host link instead of "
+        "recomputed, and its blocks are reported with medium CPU",
+        default_doc="none", rules=(r.KV_OFFLOADING_SIZE,))
+    kv_offloading_backend: str = vllm_flag(K,
+        "With --kv-offloading-size: vLLM's native CPU offloading, or LMCache (simulated "
+        "as the same CPU tier of that size)", rules=(r.KV_OFFLOADING_CONNECTOR,))
     enable_lora: bool = vllm_flag(Group.LORA,
         "vLLM's LoRA switch; stored (adapters are served with or without it, as in "
         "llm-d-inference-sim)", default=False)

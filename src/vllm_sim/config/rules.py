@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .fake_metrics_rules import fake_metrics_error
 from .gpu import resolve_gpu
+from .offload import offload_size_error, transfer_config_error
 from .phase_rules import LATENCY_FACTOR_MESSAGE, latency_factor_error, phases_error
 from .speculative import speculative_config_error
 from .timing_profile import load_timing_profile
@@ -474,6 +475,18 @@ OPTIONAL_BLOCKS = Rule(
         if v is None or 1 <= v <= 100_000_000
         else "num-gpu-blocks-override must be between 1 and 100000000"
     ),
+)
+
+KV_OFFLOADING_SIZE = Rule(
+    "none, or more than 0 GiB",
+    "cpu_bytes_to_use must be specified in kv_connector_extra_config",
+    lambda v, _: offload_size_error(v),
+)
+
+KV_OFFLOADING_CONNECTOR = Rule(
+    "an offloading connector in --kv-transfer-config needs kv_role and its CPU size",
+    "<vLLM's reason>",
+    lambda _, cfg: transfer_config_error(cfg),
 )
 
 SPECULATIVE_CONFIG = Rule(

@@ -405,7 +405,13 @@ class Engine:
         if kv is not None:
             seq.cached_tokens = hold_blocks(seq, prompt_tokens, kv.cache)
             if kv.prefix_caching:
-                self.observer.prefix_lookup(prompt_tokens, seq.cached_tokens)
+                local = seq.cached_tokens - seq.loaded_tokens
+                self.observer.prefix_lookup(prompt_tokens, local)
+                if kv.cache.offload is not None:
+                    # The offloading connector is asked for what the GPU's hit lacks.
+                    self.observer.offloaded_prefix_lookup(
+                        seq, prompt_tokens - local, seq.loaded_tokens
+                    )
         if request.do_remote_prefill:
             # The prefill node sent the prompt's KV: its full blocks count as cached.
             block = self.limits.block_size

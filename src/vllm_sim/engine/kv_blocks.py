@@ -28,11 +28,14 @@ def prompt_fits(seq: Sequence, cache: BlockCache) -> bool:
 def hold_blocks(seq: Sequence, computed: int, cache: BlockCache) -> int:
     """Takes the blocks for `computed` tokens of KV; returns the prompt's cached tokens: its
     hit, whole blocks, which as in vLLM never reaches the last of the `computed` tokens (a
-    prompt found whole still computes its last block)."""
+    prompt found whole still computes its last block), and after it, with CPU offloading,
+    the blocks loaded back from the CPU (`loaded_tokens`, taking `kv_load` seconds)."""
     request, prompt = seq.request, seq.prompt
     lora = Lora(seq.lora_slot, request.lora) if request.lora else None
     hit = cache.start(seq.uid, prompt.block_hashes, prompt.token_ids, request.model, lora, computed)
     set_kv_limit(seq, cache.blocks_for(computed), len(prompt.token_ids), cache)
+    seq.loaded_tokens = cache.loaded * cache.block_size
+    seq.kv_load = cache.load_seconds
     return hit * cache.block_size
 
 

@@ -63,6 +63,10 @@ class EngineObserver:
         """A started sequence asked for the prompt tokens the local cache lacked from outside
         this engine: the KV a prefill node sent the decode leg of a P/D pair."""
 
+    def offloaded_prefix_lookup(self, seq: Sequence, queried_tokens: int, hit_tokens: int) -> None:
+        """A started sequence asked the CPU offloading tier for the prompt tokens the GPU's
+        prefix cache lacked; `hit_tokens` of them are loaded back from host memory."""
+
     def engine_step(self, tokens: int) -> None:
         """The engine released `tokens` at once (prompt tokens of the sequences whose prefill
         ended, and generated tokens): one engine step."""

@@ -41,7 +41,9 @@ class Sequence:
         "itl_delays",
         "kv_blocks",
         "kv_limit",
+        "kv_load",
         "latency",
+        "loaded_tokens",
         "lora_slot",
         "output_ids",
         "output_pieces",
@@ -93,6 +95,10 @@ class Sequence:
         self.stop_reason: str | int | None = None  # the stop string or token that ended it
         self.eos = False  # the last output token is the end-of-sequence token (no text)
         self.cached_tokens = 0
+        # Of its cached tokens, those loaded back from the CPU offloading tier at its latest
+        # start, and the seconds that load takes before its prefill may go on.
+        self.loaded_tokens = 0
+        self.kv_load = 0.0
         self.tool_calls: list[ToolCallOutput] | None = None
         # The answer's first tokens that are reasoning: 0 without a reasoning parser, with
         # thinking off, and for tool calls (which have no reasoning part).

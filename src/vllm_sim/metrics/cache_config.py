@@ -62,6 +62,8 @@ class CacheShape:
     engine: str
     gpu_memory_utilization: float = 0.92
     cache_dtype: str = "auto"
+    kv_offloading_size: float | None = None
+    kv_offloading_backend: str = "native"
 
 
 def cache_config_labels(shape: CacheShape) -> tuple[str, ...]:
@@ -76,6 +78,8 @@ def cache_config_labels(shape: CacheShape) -> tuple[str, ...]:
         "effective_attention_block_size": str(shape.block_size),
         "kv_cache_size_tokens": str(tokens),
         "kv_cache_max_concurrency": str(tokens / shape.max_model_len),
+        "kv_offloading_size": str(shape.kv_offloading_size),
+        "kv_offloading_backend": shape.kv_offloading_backend,
         "engine": shape.engine,
     }
     return tuple(known.get(name, default) for name, default in CACHE_CONFIG_DEFAULTS.items())

@@ -15,6 +15,7 @@ from typing import Literal
 from vllm_sim.metrics.cache_config import CACHE_CONFIG_LABELS
 from vllm_sim.metrics.exposition import Families
 from vllm_sim.metrics.families import CallbackGauge, Counter, Family, Gauge, Histogram
+from vllm_sim.metrics.offload import OffloadFamilies
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
@@ -192,6 +193,7 @@ class VllmMetrics:
         max_model_len: int,
         engine: str = "0",
         num_speculative_tokens: int = 0,
+        offload: bool = False,
     ) -> None:
         self.model_name = model_name
         self.engine = engine
@@ -203,6 +205,8 @@ class VllmMetrics:
         self.spec_decode = (
             SpecDecodeFamilies(num_speculative_tokens) if num_speculative_tokens > 0 else None
         )
+        # As vLLM, only an engine with the offloading connector has its families.
+        self.offload = OffloadFamilies(self.labels) if offload else None
         self._info_gauges()
         self._counters()
         self._token_histograms()
@@ -345,11 +349,13 @@ class VllmMetrics:
 
     def register(self, scheduler: SchedulerView, request_families: bool = True) -> None:
         """Registers every family in vLLM's order: speculative decoding's counters (when it
-        is on), the per-GPU estimates, the scheduler's state (live or fake), the counters
-        and histograms, then the info gauges."""
+        is on), the offloading connector's (when offloading is on), the per-GPU estimates,
+        the scheduler's state (live or fake), the counters and histograms, then the info
+        gauges."""
         families: list[Family] = []
         if request_families:
             families += self.spec_decode.families() if self.spec_decode is not None else []
+            families += self.offload.families() if self.offload is not None else []
             families += self.estimate_families()
         families += [scheduler.running, scheduler.waiting]
         families += [f for f in (scheduler.waiting_by_reason, scheduler.sleep_state) if f]
@@ -405,6 +411,8 @@ class VllmMetrics:
         labels = self.labels
         if self.spec_decode is not None:
             self.spec_decode.precreate(labels)
+        if self.offload is not None:
+            self.offload.precreate()
         labelled: dict[Counter, Iterable[str]] = {
             self.request_success: PRECREATED_FINISH_REASONS,
             self.prompt_tokens_by_source: PROMPT_SOURCES,

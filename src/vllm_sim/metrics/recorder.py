@@ -124,6 +124,7 @@ class MetricsRecorder(EngineObserver):
         self._prefix_hits = metrics.prefix_hits.labels(*labels)
         self._external_queries = metrics.external_prefix_queries.labels(*labels)
         self._external_hits = metrics.external_prefix_hits.labels(*labels)
+        self._host_hits = 0  # of the external hits, those the CPU offloading tier supplied
         self._prompt_cached = metrics.prompt_tokens_cached.labels(*labels)
         # Prompt tokens whose KV a connector supplied (counted with prompt_tokens).
         self._prompt_external = metrics.prompt_tokens_by_source.labels(
@@ -161,9 +162,13 @@ class MetricsRecorder(EngineObserver):
             lambda: self._prompt_cached.value - self._prompt_external.value,
         )
         cached_by_source = metrics.prompt_tokens_cached_by_source
-        # Counted at lookup: the local hits come from the device, a connector's from a peer.
+        # Counted at lookup: the local hits come from the device, the offloading connector's
+        # from host memory, a P/D connector's from a peer.
         cached_by_source.derive((*labels, "device"), lambda: self._prefix_hits.value)
-        cached_by_source.derive((*labels, "p2p"), lambda: self._external_hits.value)
+        cached_by_source.derive((*labels, "host"), lambda: self._host_hits)
+        cached_by_source.derive(
+            (*labels, "p2p"), lambda: self._external_hits.value - self._host_hits
+        )
 
     # ----------------------------------------------------------------- derived families
     def _params_n(self) -> Snapshot:
@@ -341,6 +346,10 @@ class MetricsRecorder(EngineObserver):
         self._external_hits.value += hit_tokens
         if hit_tokens:
             self._external[seq.uid] = hit_tokens
+
+    def offloaded_prefix_lookup(self, seq: Sequence, queried_tokens: int, hit_tokens: int) -> None:
+        self.external_prefix_lookup(seq, queried_tokens, hit_tokens)
+        self._host_hits += hit_tokens
 
     # ----------------------------------------------------------------- LoRA
     def _lora_ended(self, seq: Sequence) -> None:

@@ -16,6 +16,7 @@ from vllm_sim.engine.core import Engine
 from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.events import KvEvent, KvEventPublisher, offset_endpoint, topic_for
 from vllm_sim.engine.kvcache.manager import KvCacheManager
+from vllm_sim.engine.kvcache.offload import CpuTier
 from vllm_sim.engine.observer import EngineObserver
 from vllm_sim.engine.timing.speculative import (
     Speculation,
@@ -47,6 +48,7 @@ from vllm_sim.metrics.exposition import Exposition, Families
 from vllm_sim.metrics.fake import FakeMetricsDriver
 from vllm_sim.metrics.instrumentator import HttpMetrics
 from vllm_sim.metrics.lag import LagObserver, OutputLag, lag_gauges
+from vllm_sim.metrics.offload import OffloadRecorder
 from vllm_sim.metrics.recorder import MetricsRecorder
 from vllm_sim.metrics.sleep_mode import SleepModeMetrics
 from vllm_sim.perf import StepTimeModel
@@ -58,6 +60,7 @@ from vllm_sim.protocols.vllm.sleep import SleepMode
 from vllm_sim.server import views
 from vllm_sim.server.control import LiveConfig
 from vllm_sim.server.dataset_setup import load_dataset
+from vllm_sim.server.offload_setup import offload_spec
 from vllm_sim.server.tokenizer_setup import think_end_id
 from vllm_sim.transports.http.conventions import OPENAI_DIALECT
 from vllm_sim.transports.http.routes import Access, build_routes
@@ -103,13 +106,15 @@ def build_instance(
     tokenizer = tokenizer or SimulatedTokenizer()
     content = content_source(cfg, tokenizer, rng)
     background: list[Callable[[], Coroutine[Any, Any, None]]] = []
-    kv = _kv_cache(cfg, port, rank, background)
+    kv = _kv_cache(cfg, port, rank, background, step_model)
     spec = speculation(cfg, rank)
+    tier = kv.cache.offload
     metrics = VllmMetrics(
         cfg.display_model_name,
         cfg.max_model_len,
         engine=str(rank),
         num_speculative_tokens=0 if spec is None else spec.num_speculative_tokens,
+        offload=tier is not None,
     )
     metrics.cache_config.labels(*cache_config_labels(cache_shape(cfg, rank))).set(1)
     record = cfg.fake_metrics is None and not cfg.disable_log_stats
@@ -121,6 +126,8 @@ def build_instance(
         # vLLM's start-up state: every series at 0 (the recorder then derives some of them).
         metrics.precreate_series()
         observer = MetricsRecorder(metrics, cfg.max_loras, lag)
+        if tier is not None and metrics.offload is not None:
+            tier.listener = OffloadRecorder(metrics.offload)
     engine = build_engine(cfg, content, rng, clock, observer, kv, step_model, spec)
     ctx = api_context(cfg, port, rng, engine, tokenizer)
     readiness = Readiness(cfg.startup_duration.seconds)
@@ -293,6 +300,8 @@ def cache_shape(cfg: Config, rank: int) -> CacheShape:
         engine=str(rank),
         gpu_memory_utilization=cfg.gpu_memory_utilization,
         cache_dtype=cfg.kv_cache_dtype,
+        kv_offloading_size=cfg.kv_offloading_size,
+        kv_offloading_backend=cfg.kv_offloading_backend,
     )
 
 
@@ -339,7 +348,11 @@ def _fake_metrics(metrics: VllmMetrics, engine: Engine, cfg: Config) -> FakeMetr
 
 
 def _kv_cache(
-    cfg: Config, port: int, rank: int, background: list[Callable[[], Coroutine[Any, Any, None]]]
+    cfg: Config,
+    port: int,
+    rank: int,
+    background: list[Callable[[], Coroutine[Any, Any, None]]],
+    step_model: StepTimeModel | None,
 ) -> KvCacheManager:
     """The KV cache, always accounted as in vLLM; with --enable-kvcache (the reference's
     switch) its cache-hit threshold and, given an endpoint, its KV event publisher."""
@@ -366,12 +379,20 @@ def _kv_cache(
                 await publisher.close()
 
         background.append(run_publisher)
-    return kv_cache_manager(cfg, publish)
+    return kv_cache_manager(cfg, publish, step_model)
 
 
-def kv_cache_manager(cfg: Config, publish: Callable[[KvEvent], None] | None) -> KvCacheManager:
-    """The KV cache of `cfg`, its events going to `publish` (none when None)."""
+def kv_cache_manager(
+    cfg: Config,
+    publish: Callable[[KvEvent], None] | None,
+    step_model: StepTimeModel | None = None,
+) -> KvCacheManager:
+    """The KV cache of `cfg`, its events going to `publish` (none when None), with its CPU
+    offloading tier if `cfg` has one (a block's bytes from `step_model`)."""
     cache = BlockCache(cfg.kv_cache_size, cfg.block_size, publish)
+    spec = offload_spec(cfg, step_model)
+    if spec is not None:
+        cache.offload = CpuTier(spec, cfg.block_size)
     cache.loaded_models.update([cfg.model, *cfg.served_model_name])
     return KvCacheManager(
         cache,

@@ -160,7 +160,7 @@ class Replay:
     def _engine(self, rank: int, step_model: StepTimeModel | None) -> Engine:
         rng = rank_rng(self.cfg, rank)
         content = content_source(self.cfg, self.tokenizer, rng)
-        kv = kv_cache_manager(self.cfg, None)
+        kv = kv_cache_manager(self.cfg, None, step_model)
         spec = speculation(self.cfg, rank)
         observer = _Collector(self)
         return build_engine(self.cfg, content, rng, self.clock, observer, kv, step_model, spec)

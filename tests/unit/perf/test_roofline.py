@@ -180,6 +180,30 @@ def test_an_moe_decode_step_reads_only_the_experts_its_tokens_route_to() -> None
     assert one < 0.5 * many
 
 
+def test_routed_experts_compute_at_their_own_efficiency() -> None:
+    """A compute-bound MoE prefill chunk slows by the routed experts' FLOPs alone when the
+    fused MoE kernels reach half the dense efficiency; a memory-bound decode step does not
+    change, and a dense model ignores the coefficient."""
+    mixtral = PRESETS["mistralai/Mixtral-8x7B-Instruct-v0.1"]
+    fast = replace(GPUS["H100"], moe_compute_efficiency=GPUS["H100"].compute_efficiency)
+    slow = replace(fast, moe_compute_efficiency=fast.compute_efficiency / 2)
+    chunk = StepLoad()
+    chunk.add_prefill(0, 4096, completes=True)
+    before = RooflineModel(mixtral, fast).step_seconds(chunk)
+    after = RooflineModel(mixtral, slow).step_seconds(chunk)
+    routed = 2 * mixtral.routed_active_params() * 4096
+    extra = routed / (fast.bf16_tflops * 1e12 * fast.compute_efficiency)  # half speed: 2x
+    assert after - before == pytest.approx(extra, rel=1e-6)
+    assert mixtral.routed_active_params() == 32 * 2 * 3 * 4096 * 14336
+    decode = decode_step(8, 512)
+    assert RooflineModel(mixtral, slow).step_seconds(decode) == pytest.approx(
+        RooflineModel(mixtral, fast).step_seconds(decode)
+    )
+    assert RooflineModel(LLAMA_8B, slow).step_seconds(chunk) == pytest.approx(
+        RooflineModel(LLAMA_8B, fast).step_seconds(chunk)
+    )
+
+
 def test_tensor_parallel_traffic_costs_more_over_pcie_than_nvlink() -> None:
     """Latency plus bandwidth: the same TP2 step pays its bytes over the link, 450 GB/s
     of NVLink or 64 GB/s of PCIe 5.0, and the PCIe collective's longer latency."""

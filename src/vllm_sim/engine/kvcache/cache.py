@@ -18,6 +18,11 @@ is computed by the sequence and stored (one KV event for them all, as vLLM's
 rather than change a block table, and reports it stored again. Here a copy of a block
 nobody holds takes its place (the same count of blocks held); a copy of a block others
 hold is a block of the sequence's own, counted while it runs.
+
+With CPU offloading (`offload`, offload.py's tier) the lookup goes on past the GPU's hit
+into the CPU tier: the blocks found there are loaded back (`loaded`, for the timing to
+wait on) and from then on are the GPU's like computed ones (stored, reported stored); and
+the prompt's full blocks are offered to the tier as they are computed.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from vllm_sim.engine.kvcache.events import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent
+from vllm_sim.engine.kvcache.offload import CpuTier
 
 BlockKey = tuple[int, str]
 
@@ -62,6 +68,10 @@ class BlockCache:
         self.own_blocks = 0
         self.loaded_models: set[str] = set()
         self.disabled = False
+        self.offload: CpuTier | None = None  # the CPU offloading tier, if any
+        # Blocks the latest `start` loaded back from the CPU tier, and the seconds it takes.
+        self.loaded = 0
+        self.load_seconds = 0.0
 
     def subscribe(self, listener: Callable[[KvEvent], None]) -> Callable[[], None]:
         """Calls `listener` with every event from now on; returns what stops it."""
@@ -151,13 +161,14 @@ class BlockCache:
 
         The caller checked `fits` first: admission waits rather than fail.
         """
+        self.loaded, self.load_seconds = 0, 0.0
         if self.disabled:
             return 0
         hit = 0
         if hashes:
             hit = self._hold_prefix(uid, hashes, tokens, model, lora, self.hit_limit(computed))
         self.take(uid, self.blocks_for(computed) - len(hashes))
-        return hit
+        return hit + self.loaded
 
     def grow(self, uid: int, count: int) -> bool:
         """Gives the sequence `count` more blocks; False, taking nothing, if too few are
@@ -208,7 +219,10 @@ class BlockCache:
                 break
             hit += 1
         self._held[uid] = held = keys[:hit]
+        tier = self.offload
         if hit == len(keys):
+            if tier is not None:
+                self._offload(tier, keys, hit, tokens, lora)
             return hit
         # The rest is computed here and stored, cached or not (see the module's comment).
         for key in keys[hit:]:
@@ -238,7 +252,33 @@ class BlockCache:
                     lora.name if lora else None,
                 )
             )
+        if tier is not None:  # after the GPU's events: a block reaches the CPU once computed
+            self._offload(tier, keys, hit, tokens, lora)
         return hit
+
+    def _offload(
+        self,
+        tier: CpuTier,
+        keys: list[BlockKey],
+        hit: int,
+        tokens: Sequence[int],
+        lora: Lora | None,
+    ) -> None:
+        """The CPU tier's part of a start: the run after the GPU's hit found there is
+        loaded; the blocks after what was loaded (all of them, when nothing was) are
+        offered to the tier."""
+        loaded = tier.lookup(keys, hit) if hit < len(keys) else 0
+        if loaded:
+            self.loaded, self.load_seconds = loaded, tier.load(loaded)
+        publish = self._publish if self._publishing else None
+        tier.store(
+            keys,
+            hit + loaded if loaded else 0,
+            tokens,
+            (lora.slot, lora.name) if lora else None,
+            publish,
+            hit if loaded else 0,
+        )
 
     def finish(self, uid: int) -> None:
         """Releases the sequence's blocks; prefix blocks no one holds stay cached, newest

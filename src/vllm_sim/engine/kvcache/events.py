@@ -35,6 +35,8 @@ import zmq.asyncio
 log = logging.getLogger("vllm_sim.kvcache.events")
 
 MEDIUM = "GPU"
+MEDIUM_CPU = "CPU"
+"""The medium of the CPU offloading tier's events (vLLM's `MEDIUM_CPU`)."""
 SENTINEL_SEQ = b"\xff" * 8
 """The seq frame of the replay end marker (0xFFFFFFFFFFFFFFFF)."""
 
@@ -50,11 +52,19 @@ class BlockStored:
     block_size: int
     lora_id: int | None = None
     lora_name: str | None = None
+    # The CPU offloading tier's events name their medium and KV-cache group, and a
+    # self-describing one its group's kind, as vLLM's OffloadingConnector sends them; the
+    # GPU's are encoded as before (see _legacy and _as_map).
+    medium: str = MEDIUM
+    group_idx: int | None = None
+    kv_cache_spec_kind: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class BlockRemoved:
     block_hashes: tuple[int, ...]
+    medium: str = MEDIUM
+    group_idx: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +80,8 @@ _encoder = msgspec.msgpack.Encoder()
 def _legacy(event: KvEvent) -> list[Any]:
     if isinstance(event, BlockStored):
         parent = 0 if event.parent_block_hash is None else event.parent_block_hash
+        if event.medium != MEDIUM:
+            return _offloaded_array(event, parent)
         return [
             "BlockStored",
             event.block_hashes,
@@ -82,14 +94,58 @@ def _legacy(event: KvEvent) -> list[Any]:
             None,  # extra_keys: always nil
         ]
     if isinstance(event, BlockRemoved):
-        return ["BlockRemoved", event.block_hashes, MEDIUM]
+        if event.group_idx is not None:
+            return ["BlockRemoved", event.block_hashes, event.medium, event.group_idx]
+        return ["BlockRemoved", event.block_hashes, event.medium]
     if isinstance(event, AllBlocksCleared):
         return ["AllBlocksCleared"]
     raise TypeError(f"not a KV event: {event!r}")
 
 
+def _offloaded_array(event: BlockStored, parent: int) -> list[Any]:
+    """A tier's BlockStored as a tagged array: vLLM's fields in their order, up to the last
+    one set (msgspec's omit_defaults drops only trailing defaults from an array)."""
+    out: list[Any] = [
+        "BlockStored",
+        event.block_hashes,
+        parent,
+        event.token_ids,
+        event.block_size,
+        event.lora_id,
+        event.medium,
+        event.lora_name,
+        None,  # extra_keys
+        event.group_idx,
+    ]
+    if event.kv_cache_spec_kind is not None:
+        out.append(event.kv_cache_spec_kind)
+    return out
+
+
+def _offloaded_map(event: BlockStored) -> dict[str, Any]:
+    """A tier's BlockStored as vLLM's msgspec map: every field without a default (lora_id
+    and lora_name included, nil or not), then the optional ones that are set."""
+    out: dict[str, Any] = {
+        "type": "BlockStored",
+        "block_hashes": event.block_hashes,
+        "parent_block_hash": event.parent_block_hash,
+        "token_ids": event.token_ids,
+        "block_size": event.block_size,
+        "lora_id": event.lora_id,
+        "medium": event.medium,
+        "lora_name": event.lora_name,
+    }
+    if event.group_idx is not None:
+        out["group_idx"] = event.group_idx
+    if event.kv_cache_spec_kind is not None:
+        out["kv_cache_spec_kind"] = event.kv_cache_spec_kind
+    return out
+
+
 def _as_map(event: KvEvent) -> dict[str, Any]:
     if isinstance(event, BlockStored):
+        if event.medium != MEDIUM:
+            return _offloaded_map(event)
         out: dict[str, Any] = {
             "type": "BlockStored",
             "block_hashes": event.block_hashes,
@@ -104,7 +160,14 @@ def _as_map(event: KvEvent) -> dict[str, Any]:
             out["lora_name"] = event.lora_name
         return out
     if isinstance(event, BlockRemoved):
-        return {"type": "BlockRemoved", "block_hashes": event.block_hashes, "medium": MEDIUM}
+        removed: dict[str, Any] = {
+            "type": "BlockRemoved",
+            "block_hashes": event.block_hashes,
+            "medium": event.medium,
+        }
+        if event.group_idx is not None:
+            removed["group_idx"] = event.group_idx
+        return removed
     if isinstance(event, AllBlocksCleared):
         return {"type": "AllBlocksCleared"}
     raise TypeError(f"not a KV event: {event!r}")

@@ -105,7 +105,9 @@ class StepLoop:
         # A prompt found whole in the prefix cache still computes its last token, as in
         # vLLM, so that there is a step to sample the first output token from.
         seq.computed = min(seq.cached_tokens, max(seq.prompt_tokens - 1, 0))
-        seq.deadline = 0.0
+        # Blocks found in the CPU tier are loaded back, not computed: like a P/D transfer,
+        # the sequence joins the batch once they have arrived.
+        seq.deadline = now + seq.kv_load if seq.kv_load else 0.0
         if seq.request.do_remote_prefill:
             # P/D decode: the prompt's KV comes from the prefill node (the configured KV
             # transfer time); the sequence joins the batch once it has arrived.
@@ -116,7 +118,7 @@ class StepLoop:
 
     def recompute(self, seq: Sequence, computed: int, cached: int, now: float) -> None:
         seq.computed = min(cached, max(computed - 1, 0))
-        seq.deadline = 0.0
+        seq.deadline = now + seq.kv_load if seq.kv_load else 0.0
 
     def preempted(self, seq: Sequence) -> None:
         self._preempted_in_step = True

@@ -66,8 +66,8 @@ class TokenClock:
 
     def prefill(self, seq: Sequence, now: float) -> None:
         """The first token comes after the sampled TTFT, which counts the prefix-cache hits
-        looked up at start."""
-        seq.ttft = seq.latency.time_to_first_token(
+        looked up at start, and after the load of the blocks found in the CPU tier."""
+        seq.ttft = seq.kv_load + seq.latency.time_to_first_token(
             seq.prompt_tokens, seq.cached_tokens, seq.request.do_remote_prefill, self._core.load()
         )
         self._advance(seq, now + seq.ttft, now)
@@ -75,7 +75,9 @@ class TokenClock:
             self._step_tokens += len(seq.prompt.token_ids) + seq.emitted
 
     def recompute(self, seq: Sequence, computed: int, cached: int, now: float) -> None:
-        delay = seq.latency.time_to_first_token(computed, cached, False, self._core.load())
+        delay = seq.kv_load + seq.latency.time_to_first_token(
+            computed, cached, False, self._core.load()
+        )
         self._advance(seq, now + delay, now)
 
     def preempted(self, seq: Sequence) -> None:

@@ -9,7 +9,13 @@ import zipfile
 from collections import deque
 from pathlib import Path
 
-from vllm_sim.engine.kvcache.events import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent
+from vllm_sim.engine.kvcache.events import (
+    MEDIUM,
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    KvEvent,
+)
 from vllm_sim.proto import engine_pb2 as pb
 
 # Events a subscriber may have waiting; one that falls further behind is dropped (a
@@ -95,8 +101,15 @@ class KvEventFeed:
                 stored.parent_block_hash = signed64(event.parent_block_hash)
             if event.lora_name is not None:
                 stored.lora_name = event.lora_name
+            if event.medium != MEDIUM:  # the CPU offloading tier's: its medium and tier
+                stored.medium = event.medium
+                stored.tier = pb.KV_CACHE_TIER_HOST
         elif isinstance(event, BlockRemoved):
-            message.removed.block_hashes.extend(signed64(h) for h in event.block_hashes)
+            removed = message.removed
+            removed.block_hashes.extend(signed64(h) for h in event.block_hashes)
+            if event.medium != MEDIUM:
+                removed.medium = event.medium
+                removed.tier = pb.KV_CACHE_TIER_HOST
         elif isinstance(event, AllBlocksCleared):
             message.cleared.SetInParent()
         return message
