@@ -479,6 +479,12 @@ def kv_cache_layout(
     kinds = {spec.kind for spec in specs}
     if hybrid_manager is None:
         hybrid_manager = LayerKind.CHUNKED not in kinds
+    if not hybrid_manager and len(kinds) > 1 and any(kind.is_state for kind in kinds):
+        # _promote_local_kv_cache_specs: a state cannot be allocated as full attention.
+        raise ValueError(
+            "Failed to promote local KV cache specs to one unified type: a model with "
+            "Mamba or linear-attention layers needs the hybrid KV cache manager"
+        )
     if not hybrid_manager and kinds & {LayerKind.FULL, LayerKind.MLA}:
         specs = [
             replace(spec, kind=LayerKind.FULL, window=0)

@@ -49,6 +49,21 @@ from vllm_sim.perf.kv_spec import (
 from vllm_sim.perf.quant import WeightPrecision, quantization_config, weight_precision
 
 GIB = float(1 << 30)
+# vLLM 0.32's KV connectors that implement SupportsHMA (the hybrid KV cache manager);
+# with any other (LMCache's, P2pNccl, the examples) vLLM turns the manager off.
+_HMA_CONNECTORS = frozenset(
+    {
+        "OffloadingConnector",
+        "SimpleCPUOffloadConnector",
+        "NixlConnector",
+        "MooncakeConnector",
+        "MooncakeStoreConnector",
+        "MoRIIOConnector",
+        "HiSparseConnector",
+        "DecodeBenchConnector",
+        "ExampleHiddenStatesConnector",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +194,7 @@ def _roofline_timing(
         precision=precision,
         state_bytes=state_bytes,
         prefix_caching=cfg.enable_prefix_caching,
+        hybrid_manager=_hybrid_manager(cfg),
     )
     try:
         layout = roofline.kv_layout(cfg.block_size)
@@ -220,6 +236,29 @@ def _roofline_timing(
         model = drafting_model(roofline, spec, share)
         description += _speculation_text(spec, share)
     return StepTiming(model, blocks, description, warnings, layout, pool, tokens)
+
+
+def _hybrid_manager(cfg: Config) -> bool | None:
+    """False where the KV connector vLLM would run does not support the hybrid KV cache
+    manager (VllmConfig turns it off; sliding layers are then allocated as full
+    attention); None for vLLM's own rule (kv_spec.kv_cache_layout)."""
+    transfer = cfg.kv_transfer_config or {}
+    connector = transfer.get("kv_connector")
+    if cfg.kv_offloading_size is not None:
+        native = cfg.kv_offloading_backend == "native"
+        connector = "OffloadingConnector" if native else "LMCacheMPConnector"
+    if not connector:
+        return None
+    if connector == "MultiConnector":
+        extra = transfer.get("kv_connector_extra_config")
+        children = extra.get("connectors") if isinstance(extra, Mapping) else None
+        names = [
+            child.get("kv_connector")
+            for child in (children if isinstance(children, list) else [])
+            if isinstance(child, Mapping)
+        ]
+        return None if all(name in _HMA_CONNECTORS for name in names) else False
+    return None if connector in _HMA_CONNECTORS else False
 
 
 def _one_full_group(layout: KvCacheLayout) -> bool:

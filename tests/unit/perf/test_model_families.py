@@ -479,3 +479,21 @@ def test_deepseek_s_leading_dense_layers_hold_no_experts() -> None:
     assert shape.expert_params() == 58 * 256 * 44_040_192 == 653_908_770_816
     # About the 671B DeepSeek publishes (its MTP layer aside).
     assert shape.params() == pytest.approx(671e9, rel=0.005)
+
+
+def test_a_connector_without_the_hybrid_manager_allocates_sliding_layers_fully() -> None:
+    """vLLM turns the hybrid KV cache manager off for a connector that does not support
+    it (LMCache's): gpt-oss's sliding layers then hold every token, one group of 24 layers
+    of 2,048 B/token: 10 GiB // (24 x 32,768) = 13,653 blocks, 13,653 x 16 tokens."""
+    base = ("--model", str(CONFIGS / "gpt-oss-20b"), "--timing-model", "roofline")
+    lmcache = ("--kv-offloading-size", "4", "--kv-offloading-backend", "lmcache")
+    native = ("--kv-offloading-size", "4", "--kv-offloading-backend", "native")
+    off = step_timing(load(*base, "--kv-cache-memory-bytes", "10G", *lmcache), {})
+    on = step_timing(load(*base, "--kv-cache-memory-bytes", "10G", *native), {})
+    assert off is not None and on is not None
+    assert (off.pool_blocks, off.kv_cache_tokens) == (13_653, 13_653 * 16)
+    assert on.kv_layout is not None and len(on.kv_layout.groups) == 2
+    # A Mamba hybrid cannot run without it: vLLM fails to start, so does the simulator.
+    granite = ("--model", str(CONFIGS / "granite-4.0-h-small"), "--timing-model", "roofline")
+    with pytest.raises(ConfigError, match="needs the hybrid KV cache manager"):
+        step_timing(load(*granite, *lmcache), {})
