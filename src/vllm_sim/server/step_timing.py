@@ -170,7 +170,13 @@ def _roofline_timing(
     precision = _precision(cfg, config, base_bytes)
     # `auto` is the model's activation dtype, which weight quantization leaves as is.
     kv_dtype = cfg.dtype if cfg.kv_cache_dtype == "auto" else cfg.kv_cache_dtype
-    kv_bytes = dtype_bytes(kv_dtype)
+    try:
+        kv_bytes = dtype_bytes(kv_dtype)
+    except ValueError:
+        raise ConfigError(
+            f"--kv-cache-dtype {cfg.kv_cache_dtype} is not modelled by the roofline model "
+            "(it knows auto, bfloat16, float16, float32 and the fp8 kinds)"
+        ) from None
     layers: tuple[LayerSpec, ...] | None = None
     state_bytes = (base_bytes, base_bytes)
     if config is not None:
