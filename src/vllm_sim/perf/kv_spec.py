@@ -426,8 +426,9 @@ class KvCacheLayout:
 
     def max_concurrency(self, num_blocks: int, max_model_len: int, max_in_flight: int) -> float:
         """get_max_concurrency_for_kv_cache_config: num_blocks over the blocks a request of
-        max_model_len needs in every group."""
-        return num_blocks / self.blocks_per_request(max_model_len, max_in_flight)
+        max_model_len needs in every group (0 for a model without a KV cache)."""
+        per_request = self.blocks_per_request(max_model_len, max_in_flight)
+        return num_blocks / per_request if per_request else 0.0
 
     def cache_tokens(self, num_blocks: int, max_model_len: int, max_in_flight: int) -> int:
         """The token figure of vLLM's start-up log, "GPU KV cache size: N tokens":
