@@ -445,12 +445,20 @@ class Config:
         "KV blocks under the roofline and table models, instead of the computed ones",
         default_doc="computed",
         rules=(r.OPTIONAL_BLOCKS,))
+    kv_cache_memory_bytes: int | None = vllm_flag(P,
+        "KV cache memory per GPU in bytes (`20G`: 20 GiB, `20g`: 20e9): the roofline "
+        "model sizes its KV blocks from it instead of --gpu-memory-utilization and the "
+        "weights, as vLLM does; 0 or unset: computed",
+        default_doc="computed", rules=(r.OPTIONAL_KV_BYTES,))
     dtype: str = vllm_flag(P, "Weight dtype of the roofline model (auto: bfloat16)")
     kv_cache_dtype: str = vllm_flag(P,
         "KV cache dtype of the roofline model (auto: the weights'; fp8 kinds: 1 byte)")
     quantization: str | None = vllm_flag(P,
-        "Weight quantization; fp8 gives the roofline model 1-byte weights and the "
-        "GPU's FP8 peak (others are stored)", default_doc="none")
+        "Weight quantization as vLLM infers it: a checkpoint's quantization_config decides "
+        "(fp8, mxfp4, nvfp4/modelopt, awq, gptq, compressed-tensors: the roofline model's "
+        "weight bytes, and the GPU's FP8 or FP4 peak where it has one); fp8 quantizes a "
+        "16-bit checkpoint at load; a method other than the config's is refused",
+        default_doc="none")
     max_num_batched_tokens: int = vllm_flag(E,
         "Tokens one engine step may schedule (vLLM's flag, also `8k`/`8K`); stored",
         default=VLLM_MAX_NUM_BATCHED_TOKENS,

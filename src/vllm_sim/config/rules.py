@@ -462,6 +462,11 @@ OPTIONAL_PORT = Rule(
     "invalid grpc-port '{value}'",
     lambda v, _: None if v is None or 1 <= v <= 65535 else f"invalid grpc-port '{v}'",
 )
+OPTIONAL_KV_BYTES = Rule(
+    "none, or a number of bytes (0: none, as in vLLM)",
+    "kv-cache-memory-bytes cannot be negative",
+    lambda v, _: None if v is None or v >= 0 else "kv-cache-memory-bytes cannot be negative",
+)
 OPTIONAL_BLOCKS = Rule(
     "none, or 1-100000000",
     "num-gpu-blocks-override must be between 1 and 100000000",

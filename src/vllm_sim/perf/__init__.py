@@ -7,6 +7,17 @@ duration: RooflineModel (closed form, from config.json and a datasheet) or Table
 """
 
 from vllm_sim.perf.gpus import GPUS, GpuSpec, gpu_spec, load_gpu_overrides
+from vllm_sim.perf.kv_spec import (
+    KvCacheLayout,
+    KvGroup,
+    LayerKind,
+    LayerSpec,
+    MlaShape,
+    kv_cache_layout,
+    layer_specs,
+    mla_shape,
+)
+from vllm_sim.perf.quant import WeightPrecision, quantization_config, weight_precision
 from vllm_sim.perf.roofline import (
     ComputeDtype,
     RooflineModel,
@@ -34,6 +45,11 @@ __all__ = [
     "Drafter",
     "DraftingStepModel",
     "GpuSpec",
+    "KvCacheLayout",
+    "KvGroup",
+    "LayerKind",
+    "LayerSpec",
+    "MlaShape",
     "ModelShape",
     "RooflineModel",
     "SpecMethod",
@@ -41,12 +57,18 @@ __all__ = [
     "StepLoad",
     "StepTimeModel",
     "TableModel",
+    "WeightPrecision",
     "draft_model_share",
     "drafting_model",
     "dtype_bytes",
     "expected_tokens_per_step",
     "gpu_spec",
     "head_share",
+    "kv_cache_layout",
+    "layer_specs",
     "load_gpu_overrides",
+    "mla_shape",
     "preset_for",
+    "quantization_config",
+    "weight_precision",
 ]

@@ -76,6 +76,9 @@ class GpuSpec:
     # on-demand cloud prices (they vary by provider and contract: --gpu-cost or a
     # --gpu-spec-file sets the ones that apply). 0: unknown.
     cost_per_hour: float = 0.0
+    # Dense FP4 tensor peak (NVFP4/MXFP4 matmuls), TFLOPS; 0: no FP4 tensor cores, 4-bit
+    # weights are dequantized into 16-bit matmuls.
+    fp4_tflops: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -118,6 +121,7 @@ _MAY_BE_ZERO: Final = frozenset(
         "api_server_s_per_token",
         "cost_per_hour",
         "link_gbps_per_peer",
+        "fp4_tflops",
     }
 )
 _FRACTIONS: Final = frozenset(
@@ -203,6 +207,7 @@ GPUS: Final[Mapping[str, GpuSpec]] = {
             bandwidth_tbps=8.0,
             link_gbps=900,
             cost_per_hour=5.5,
+            fp4_tflops=9000,
         ),
         GpuSpec(
             "GB200",  # one Blackwell GPU of a Grace Blackwell superchip (NVL72)
@@ -212,6 +217,7 @@ GPUS: Final[Mapping[str, GpuSpec]] = {
             bandwidth_tbps=8.0,
             link_gbps=900,
             cost_per_hour=6.5,
+            fp4_tflops=10000,
         ),
         GpuSpec(
             "A100-80GB",  # SXM4

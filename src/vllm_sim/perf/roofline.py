@@ -17,10 +17,13 @@ memory-bound, and compute takes over only past 150-300 tokens a step, in prefill
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
 from vllm_sim.perf.gpus import GpuSpec
+from vllm_sim.perf.kv_spec import KvCacheLayout, LayerKind, LayerSpec, MlaShape, kv_cache_layout
+from vllm_sim.perf.quant import WeightPrecision, uniform_precision
 from vllm_sim.perf.shape import ModelShape
 
 ComputeDtype = Literal["bf16", "fp8"]
@@ -156,6 +159,8 @@ class RooflineModel:
     __slots__ = (
         "_activation_bytes_per_token",
         "_allreduce_s",
+        "_context_s_per_token",
+        "_decode_s_per_pair",
         "_expert_weight_s",
         "_experts",
         "_experts_per_token",
@@ -165,16 +170,25 @@ class RooflineModel:
         "_logit_bytes_per_sample",
         "_per_request_s",
         "_prefill_fixed_s",
-        "_s_per_attention_pair",
+        "_prefill_s_per_pair",
         "_s_per_sample",
         "_s_per_token",
+        "_state_s_per_seq",
+        "_state_s_per_token",
         "_weight_s",
+        "_windows",
         "api_per_token_s",
         "api_s",
         "compute_dtype",
         "gpu",
+        "hybrid_manager",
         "kv_bytes",
+        "layers",
+        "mla",
+        "precision",
+        "prefix_caching",
         "shape",
+        "state_bytes",
         "tensor_parallel",
         "weight_bytes",
     )
@@ -188,11 +202,26 @@ class RooflineModel:
         kv_bytes: float = 2.0,
         compute_dtype: ComputeDtype = "bf16",
         full_cuda_graphs: bool = True,
+        *,
+        layers: Sequence[LayerSpec] | None = None,
+        mla: MlaShape | None = None,
+        precision: WeightPrecision | None = None,
+        state_bytes: tuple[float, float] = (2.0, 2.0),
+        prefix_caching: bool = True,
+        hybrid_manager: bool | None = None,
     ) -> None:
         """`full_cuda_graphs`: decode-only steps replay one CUDA graph of the whole model,
         as vLLM's default (FULL_AND_PIECEWISE) does; False for piecewise graphs only (older
         vLLM's default), where every step launches each layer's attention outside the
-        graph and pays what a prefill step pays per layer."""
+        graph and pays what a prefill step pays per layer.
+
+        `layers`: each layer's KV-cache spec (kv_spec.layer_specs of its config.json); by
+        default every layer full attention of the shape's heads. `mla`: an MLA model's
+        dimensions, for its attention FLOPs. `precision`: how the weights are quantized
+        (quant.weight_precision); by default every linear layer at `weight_bytes`, at
+        `compute_dtype`'s peak. `state_bytes`: bytes per element of a Mamba/linear layer's
+        conv and SSM states. `prefix_caching` and `hybrid_manager` as vLLM's, for the KV
+        cache groups (kv_spec.kv_cache_layout)."""
         if isinstance(tensor_parallel, bool) or tensor_parallel < 1:
             raise ValueError(f"tensor_parallel must be at least 1, not {tensor_parallel!r}")
         if not weight_bytes > 0 or not kv_bytes > 0:
@@ -205,32 +234,50 @@ class RooflineModel:
         self.weight_bytes = weight_bytes
         self.kv_bytes = kv_bytes
         self.compute_dtype = compute_dtype
+        if precision is None:
+            precision = uniform_precision(weight_bytes, compute_dtype)
+        self.precision = precision
+        if layers is None:
+            full = LayerSpec(
+                LayerKind.FULL,
+                kv_heads=shape.kv_heads,
+                head_size=shape.head_dim,
+                head_size_v=shape.head_dim,
+            )
+            layers = (full,) * shape.layers
+        self.layers = tuple(layers)
+        self.mla = mla
+        self.state_bytes = state_bytes
+        self.prefix_caching = prefix_caching
+        self.hybrid_manager = hybrid_manager
 
-        # Without FP8 tensor cores (A100) vLLM runs FP8 checkpoints weight-only (Marlin):
-        # the weights are read as FP8, the matmuls run in 16 bits.
-        peak = gpu.fp8_tflops if compute_dtype == "fp8" and gpu.fp8_tflops else gpu.bf16_tflops
-        flops_per_s = peak * 1e12 * gpu.compute_efficiency * tensor_parallel
-        expert_flops_per_s = peak * 1e12 * gpu.moe_compute_efficiency * tensor_parallel
+        # Each part's matmuls at its own peak: a quantized part at its format's where the
+        # GPU has it (FP8, FP4 tensor cores), else dequantized into 16-bit matmuls.
+        def flops(quantized: bool, efficiency: float) -> float:
+            peak = precision.peak_tflops(quantized, gpu.bf16_tflops, gpu.fp8_tflops, gpu.fp4_tflops)
+            return peak * 1e12 * efficiency * tensor_parallel
+
+        flops_per_s = flops(False, gpu.compute_efficiency)
         routed = shape.routed_active_params()
+        mixers = shape.attention_params()
+        rest = shape.active_params() - routed - mixers
         self._s_per_token = (
-            2 * (shape.active_params() - routed) / flops_per_s + 2 * routed / expert_flops_per_s
+            2 * mixers / flops(precision.attention, gpu.compute_efficiency)
+            + 2 * rest / flops(precision.dense, gpu.compute_efficiency)
+            + 2 * routed / flops(precision.experts, gpu.moe_compute_efficiency)
         )
         self._s_per_sample = 2 * shape.vocab * shape.hidden / flops_per_s
-        attention = 4 * shape.layers * shape.heads * shape.head_dim
-        self._s_per_attention_pair = attention / flops_per_s
+        self._init_attention(flops_per_s)
 
         bandwidth = gpu.bandwidth_bytes_per_s * gpu.weight_bandwidth_efficiency
-        expert_bytes = shape.expert_params() * self.weight_bytes
+        expert_bytes = shape.expert_params() * precision.expert_bytes()
         self._weight_s = (self.weight_bytes_read() - expert_bytes) / tensor_parallel / bandwidth
         self._expert_weight_s = expert_bytes / tensor_parallel / bandwidth
         self._experts = shape.experts
         self._experts_per_token = shape.experts_per_token
-        self._kv_s_per_token = self.kv_bytes_per_token() / (
-            gpu.bandwidth_bytes_per_s * gpu.kv_bandwidth_efficiency
-        )
         self._fixed_s = gpu.step_overhead_s + shape.layers * gpu.layer_overhead_s
         if shape.is_moe:
-            self._fixed_s += shape.layers * gpu.moe_layer_overhead_s
+            self._fixed_s += shape.moe_layers * gpu.moe_layer_overhead_s
         self._prefill_fixed_s = shape.layers * gpu.prefill_layer_overhead_s
         if not full_cuda_graphs:
             self._fixed_s += self._prefill_fixed_s
@@ -252,19 +299,75 @@ class RooflineModel:
         self.api_s = gpu.api_server_s
         self.api_per_token_s = gpu.api_server_s_per_token
 
+    def _init_attention(self, flops_per_s: float) -> None:
+        """The per-kind constants of a step's attention: FLOPs per query-key pair and KV
+        bytes per token read, for the layers that see every token (full attention, MLA)
+        and, per window, for those that see at most a window (sliding, chunked local);
+        and per sequence the states of Mamba and linear-attention layers."""
+        gpu, tp, shape = self.gpu, self.tensor_parallel, self.shape
+        kv_bandwidth = gpu.bandwidth_bytes_per_s * gpu.kv_bandwidth_efficiency
+        standard = 4 * shape.heads * shape.head_dim
+        prefill_pair = decode_pair = context = kv_bytes = 0.0
+        windows: dict[int, list[float]] = {}
+        state_seq = state_token = 0.0
+        conv_bytes, ssm_bytes = self.state_bytes
+        for spec in self.layers:
+            if spec.kind.is_state:
+                # A step reads and writes each scheduled sequence's state; a token's update
+                # is a rank-1 change of the SSM state (a few FLOPs per element).
+                size = spec.state_bytes(tp, conv_bytes, ssm_bytes)
+                state_seq += 2 * size / kv_bandwidth
+                state_token += 4 * spec.heads * spec.head_dim * spec.state_size / flops_per_s
+                continue
+            per_token = spec.bytes_per_token(tp, self.kv_bytes) / kv_bandwidth
+            if spec.kind is LayerKind.MLA and self.mla is not None:
+                prefill = self.mla.prefill_flops_per_pair() / flops_per_s
+                decode = self.mla.decode_flops_per_pair() / flops_per_s
+                context += self.mla.context_flops_per_token() / flops_per_s
+            else:
+                prefill = decode = standard / flops_per_s
+            if spec.kind in (LayerKind.SLIDING, LayerKind.CHUNKED):
+                terms = windows.setdefault(spec.window, [0.0, 0.0, 0.0])
+                terms[0] += prefill
+                terms[1] += decode
+                terms[2] += per_token
+            else:
+                prefill_pair += prefill
+                decode_pair += decode
+                kv_bytes += per_token
+        self._prefill_s_per_pair = prefill_pair
+        self._decode_s_per_pair = decode_pair
+        self._context_s_per_token = context
+        self._kv_s_per_token = kv_bytes
+        self._windows = tuple(
+            (window, terms[0], terms[1], terms[2]) for window, terms in windows.items()
+        )
+        self._state_s_per_seq = state_seq
+        self._state_s_per_token = state_token
+
     def admission_delay(self, prompt_tokens: int) -> float:
         """Seconds a request of `prompt_tokens` spends in vLLM's API server before its
         engine's scheduler may see it."""
         return self.api_s + prompt_tokens * self.api_per_token_s
 
     def _embedding_bytes(self) -> float:
-        return max(self.weight_bytes, _UNQUANTIZED_BYTES)
+        return max(self.precision.base_bytes, _UNQUANTIZED_BYTES)
 
     def weight_bytes_total(self) -> float:
-        """Bytes of every weight, all ranks together."""
-        embeddings = self.shape.embedding_params()
-        body = self.shape.params() - embeddings
-        return body * self.weight_bytes + embeddings * self._embedding_bytes()
+        """Bytes of every weight, all ranks together: the embedding and LM head at 16 bits
+        (or the model's dtype), the mixers, the dense MLP and the routed experts each at
+        its precision."""
+        shape, precision = self.shape, self.precision
+        embeddings = shape.embedding_params()
+        experts = shape.expert_params()
+        mixers = shape.attention_params()
+        rest = shape.params() - embeddings - experts - mixers
+        return (
+            embeddings * self._embedding_bytes()
+            + mixers * precision.attention_bytes()
+            + rest * precision.dense_bytes()
+            + experts * precision.expert_bytes()
+        )
 
     def weight_bytes_read(self) -> float:
         """Weight bytes a step streams, all ranks together: everything except the input
@@ -276,8 +379,26 @@ class RooflineModel:
         return total - self.shape.vocab * self.shape.hidden * self._embedding_bytes()
 
     def kv_bytes_per_token(self) -> float:
-        """KV cache bytes of one token on one rank."""
-        return self.shape.kv_bytes_per_token(self.kv_bytes, self.tensor_parallel)
+        """KV cache bytes of one token on one rank, every attention layer (full, sliding,
+        chunked, MLA) as vLLM's specs size them; Mamba and linear-attention layers keep a
+        state per sequence instead (kv_layout)."""
+        return sum(
+            spec.bytes_per_token(self.tensor_parallel, self.kv_bytes) for spec in self.layers
+        )
+
+    def kv_layout(self, block_size: int) -> KvCacheLayout:
+        """vLLM's KV cache groups and block pool on one rank for `block_size`-token blocks."""
+        conv_bytes, ssm_bytes = self.state_bytes
+        return kv_cache_layout(
+            self.layers,
+            tensor_parallel=self.tensor_parallel,
+            kv_bytes=self.kv_bytes,
+            block_size=block_size,
+            conv_bytes=conv_bytes,
+            ssm_bytes=ssm_bytes,
+            hybrid_manager=self.hybrid_manager,
+            prefix_caching=self.prefix_caching,
+        )
 
     def step_seconds(self, load: StepLoad) -> float:
         """Seconds one step of `load` takes; 0.0 for a step with nothing scheduled."""
@@ -289,10 +410,20 @@ class RooflineModel:
         samples = load.sampled + load.draft_tokens
         linear = tokens * self._s_per_token + samples * self._s_per_sample
         weights = self._weight_s + self._expert_weight_s * self._experts_read(tokens)
+        decode_pairs = load.decode_context + load.draft_context
         attention = (
-            load.prefill_attention + load.decode_context + load.draft_context
-        ) * self._s_per_attention_pair
+            load.prefill_attention * self._prefill_s_per_pair
+            + decode_pairs * self._decode_s_per_pair
+            + (load.prefill_kv_tokens - load.prefill_tokens) * self._context_s_per_token
+        )
         kv = (load.decode_context + load.prefill_kv_tokens) * self._kv_s_per_token
+        if self._windows:
+            attention_w, kv_w = self._windowed(load)
+            attention += attention_w
+            kv += kv_w
+        if self._state_s_per_seq:
+            kv += load.requests * self._state_s_per_seq
+            linear += tokens * self._state_s_per_token
         # Compute and memory traffic overlap across the step: a step holding a prefill
         # chunk is bound by its FLOPs and hides the decodes' KV reads, a decode-only one
         # by its bytes. (Adding each kernel's own bound instead puts set B's saturated
@@ -306,6 +437,26 @@ class RooflineModel:
         if self._allreduce_s or self._link_s_per_byte:
             fixed += self._communication_s(tokens, samples)
         return busy + fixed
+
+    def _windowed(self, load: StepLoad) -> tuple[float, float]:
+        """Attention seconds and KV-read seconds of the layers that see at most a window
+        (sliding, chunked local). The load holds sums, not each sequence's context, so a
+        window caps the sums: a decode reads min(window, context) tokens, taken over the
+        step as min(window x decodes, sum of contexts), the same when every context is
+        past the window (or all are equal) and an upper bound otherwise; a prefill chunk's
+        queries each see at most the window, and it reads at most the window plus itself.
+        A chunked layer is taken as a window of its chunk (an upper bound: it sees the
+        current chunk only)."""
+        prefills = load.requests - load.decode_seqs
+        attention = kv = 0.0
+        for window, prefill_pair, decode_pair, per_token in self._windows:
+            decode_read = min(load.decode_context, window * load.decode_seqs)
+            drafts = min(load.draft_context, window * load.draft_tokens)
+            prefill_pairs = min(load.prefill_attention, window * load.prefill_tokens)
+            prefill_read = min(load.prefill_kv_tokens, window * prefills + load.prefill_tokens)
+            attention += prefill_pairs * prefill_pair + (decode_read + drafts) * decode_pair
+            kv += (decode_read + prefill_read) * per_token
+        return attention, kv
 
     def _experts_read(self, tokens: int) -> float:
         """The share of an MoE model's experts a step of `tokens` tokens reads (1.0 for a
@@ -323,21 +474,15 @@ class RooflineModel:
         moved = tokens * self._activation_bytes_per_token + sampled * self._logit_bytes_per_sample
         return layers * self._allreduce_s + moved * self._link_s_per_byte
 
-    def num_gpu_blocks(
+    def kv_budget_bytes(
         self,
-        block_size: int,
         gpu_memory_utilization: float,
         activation_reserve_bytes: float | None = None,
-    ) -> int:
-        """KV cache blocks per rank, as vLLM sizes the cache at start-up: the share of
-        a GPU's memory it may use (`gpu_memory_utilization`), less the rank's weights
-        and what its profiling run found other allocations need (activations, CUDA
-        graphs; `activation_reserve_bytes`, by default DEFAULT_ACTIVATION_RESERVE_BYTES),
-        divided by the bytes of one block (`block_size` tokens of every layer's keys and
-        values on that rank). 0 when the weights alone do not fit: vLLM then refuses to
-        start, which is the caller's to report."""
-        if isinstance(block_size, bool) or block_size < 1:
-            raise ValueError(f"block_size must be a positive integer, not {block_size!r}")
+    ) -> float:
+        """The KV cache memory of one rank as vLLM finds it at start-up: the share of the
+        GPU's memory it may use, less the rank's weights and what its profiling run found
+        other allocations need (activations, CUDA graphs; `activation_reserve_bytes`, by
+        default DEFAULT_ACTIVATION_RESERVE_BYTES). Negative when the weights do not fit."""
         if not 0 < gpu_memory_utilization <= 1:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], not {gpu_memory_utilization!r}"
@@ -350,6 +495,26 @@ class RooflineModel:
         if reserve < 0:
             raise ValueError("activation_reserve_bytes must not be negative")
         usable = self.gpu.memory_bytes * gpu_memory_utilization
-        free = usable - self.weight_bytes_total() / self.tensor_parallel - reserve
-        block_bytes = self.kv_bytes_per_token() * block_size
-        return max(int(free // block_bytes), 0)
+        return usable - self.weight_bytes_total() / self.tensor_parallel - reserve
+
+    def num_gpu_blocks(
+        self,
+        block_size: int,
+        gpu_memory_utilization: float,
+        activation_reserve_bytes: float | None = None,
+        kv_cache_memory_bytes: float | None = None,
+    ) -> int:
+        """KV cache blocks per rank, as vLLM sizes the cache at start-up: the rank's KV
+        memory (kv_budget_bytes; `kv_cache_memory_bytes` instead when given, as vLLM's
+        --kv-cache-memory-bytes, which skips the profiling) divided by the bytes of one
+        block of the shared pool (kv_layout: `block_size` tokens of every layer's keys and
+        values for a model of one layer kind; the largest group's pages for a hybrid
+        one). 0 when the weights alone do not fit: vLLM then refuses to start, which is
+        the caller's to report."""
+        if isinstance(block_size, bool) or block_size < 1:
+            raise ValueError(f"block_size must be a positive integer, not {block_size!r}")
+        if kv_cache_memory_bytes is None:
+            budget = self.kv_budget_bytes(gpu_memory_utilization, activation_reserve_bytes)
+        else:
+            budget = kv_cache_memory_bytes
+        return self.kv_layout(block_size).num_blocks(budget)

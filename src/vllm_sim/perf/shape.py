@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from vllm_sim.perf.kv_spec import mixer_params
+
 # Architectures whose MLP is two matrices (up, down) rather than three (gate, up, down).
 # Everything else in vLLM's Llama/Qwen/Mistral/Gemma lineage is gated, whatever its
 # activation is called, so the activation name cannot decide this.
@@ -23,6 +25,11 @@ _PLAIN_MLP_TYPES: Final = frozenset(
 # config.json does not name (Llama 4's feed-forward is a routed expert plus a shared one).
 _SHARED_EXPERT_OF_EXPERT_WIDTH: Final = frozenset({"llama4", "llama4_text"})
 _EXPERT_COUNT_KEYS: Final = ("num_local_experts", "num_experts", "n_routed_experts")
+# The class default of a vocabulary a published config.json leaves out (Gemma 3's
+# text_config: Gemma3TextConfig's 262,208).
+_DEFAULT_VOCAB: Final = {"gemma3_text": 262_208}
+# Model types whose config class ties the embeddings when config.json does not say.
+_TIED_BY_DEFAULT: Final = frozenset({"gemma", "gemma2", "gemma3_text"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +53,13 @@ class ModelShape:
     moe_intermediate: int = 0
     shared_expert_intermediate: int = 0
     name: str = ""
+    # The token mixers' parameters over all layers where they are not `heads` query and
+    # `kv_heads` key/value projections of `head_dim` (MLA's low-rank projections, Mamba and
+    # linear-attention layers): 0 for the plain attention formula.
+    mixer_params: int = 0
+    # An MoE model's leading layers with a dense MLP of `intermediate` instead of experts
+    # (DeepSeek-V3's and Kimi-K2's first_k_dense_replace).
+    dense_layers: int = 0
 
     def __post_init__(self) -> None:
         for field in ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab"):
@@ -58,6 +72,8 @@ class ModelShape:
             "experts_per_token",
             "moe_intermediate",
             "shared_expert_intermediate",
+            "mixer_params",
+            "dense_layers",
         ):
             value = getattr(self, field)
             if not _is_count(value) or value < 0:
@@ -71,6 +87,12 @@ class ModelShape:
                 raise ValueError(f"{self._label()}: an MoE model needs moe_intermediate > 0")
         elif self.intermediate <= 0:
             raise ValueError(f"{self._label()}: intermediate must be a positive integer")
+        if self.dense_layers and (not self.experts or self.dense_layers >= self.layers):
+            raise ValueError(
+                f"{self._label()}: dense_layers needs an MoE model and fewer than layers"
+            )
+        if self.dense_layers and self.intermediate <= 0:
+            raise ValueError(f"{self._label()}: dense layers need intermediate > 0")
 
     def _label(self) -> str:
         return self.name or "model shape"
@@ -78,6 +100,11 @@ class ModelShape:
     @property
     def is_moe(self) -> bool:
         return self.experts > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is routed experts (0 for a dense model)."""
+        return self.layers - self.dense_layers if self.is_moe else 0
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], name: str = "") -> ModelShape:
@@ -94,7 +121,9 @@ class ModelShape:
         hidden = keys.required("hidden_size")
         heads = keys.required("num_attention_heads")
         layers = keys.required("num_hidden_layers")
-        vocab = keys.required("vocab_size")
+        default_vocab = _DEFAULT_VOCAB.get(str(config.get("model_type")))
+        vocab = keys.optional("vocab_size", default_vocab) if default_vocab else 0
+        vocab = vocab or keys.required("vocab_size")
         kv_heads = keys.optional("num_key_value_heads", heads)
         if hidden % heads and config.get("head_dim") is None:
             raise ValueError(
@@ -103,7 +132,7 @@ class ModelShape:
             )
         head_dim = keys.optional("head_dim", hidden // heads)
         experts, experts_per_token, intermediate, moe_intermediate, shared = _mlp_widths(keys)
-        tied = config.get("tie_word_embeddings", False)
+        tied = config.get("tie_word_embeddings", config.get("model_type") in _TIED_BY_DEFAULT)
         if not isinstance(tied, bool):
             raise ValueError(f"{label}: 'tie_word_embeddings' must be true or false")
         model_type = config.get("model_type")
@@ -122,23 +151,33 @@ class ModelShape:
             moe_intermediate=moe_intermediate,
             shared_expert_intermediate=shared,
             name=name,
+            mixer_params=mixer_params(config),
+            dense_layers=_dense_layers(keys, experts, layers),
         )
 
     def _mlp_params(self, experts: int) -> int:
-        """Params of one layer's feed-forward part with `experts` routed experts
-        counted (all of them for residency, the ones a token runs for compute)."""
+        """Params of all layers' feed-forward parts with `experts` routed experts counted
+        per MoE layer (all of them for residency, the ones a token runs for compute)."""
         matrices = 3 if self.gated_mlp else 2
+        dense = matrices * self.hidden * self.intermediate
         if not self.is_moe:
-            return matrices * self.hidden * self.intermediate
+            return self.layers * dense
         routed = experts * matrices * self.hidden * self.moe_intermediate
         shared = matrices * self.hidden * self.shared_expert_intermediate
         router = self.hidden * self.experts
-        return routed + shared + router
+        return self.moe_layers * (routed + shared + router) + self.dense_layers * dense
 
     def _attention_params(self) -> int:
+        if self.mixer_params:
+            return self.mixer_params // self.layers
         query_and_output = 2 * self.hidden * self.heads * self.head_dim
         key_and_value = 2 * self.hidden * self.kv_heads * self.head_dim
         return query_and_output + key_and_value
+
+    def attention_params(self) -> int:
+        """The token mixers' parameters (attention projections, or MLA's, Mamba's and
+        linear attention's), all layers."""
+        return self.layers * self._attention_params()
 
     def expert_params(self) -> int:
         """Every routed expert's parameters, all layers (0 for a dense model): the part of
@@ -146,7 +185,7 @@ class ModelShape:
         if not self.is_moe:
             return 0
         matrices = 3 if self.gated_mlp else 2
-        return self.layers * self.experts * matrices * self.hidden * self.moe_intermediate
+        return self.moe_layers * self.experts * matrices * self.hidden * self.moe_intermediate
 
     def routed_active_params(self) -> int:
         """The routed experts' parameters one token runs through, all layers (0 for a
@@ -155,7 +194,7 @@ class ModelShape:
             return 0
         matrices = 3 if self.gated_mlp else 2
         per_layer = self.experts_per_token * matrices * self.hidden * self.moe_intermediate
-        return self.layers * per_layer
+        return self.moe_layers * per_layer
 
     def embedding_params(self) -> int:
         """The token embedding plus the LM head (one matrix when they are tied)."""
@@ -164,16 +203,17 @@ class ModelShape:
     def params(self) -> int:
         """Every resident parameter: all experts of an MoE model count."""
         norms = 2 * self.hidden
-        per_layer = self._attention_params() + self._mlp_params(self.experts) + norms
-        return self.layers * per_layer + self.embedding_params() + self.hidden
+        per_layer = self._attention_params() + norms
+        body = self.layers * per_layer + self._mlp_params(self.experts)
+        return body + self.embedding_params() + self.hidden
 
     def active_params(self) -> int:
         """Non-embedding parameters one token is multiplied through: the LM head and the
         embedding lookup are excluded (the step model counts the head once per sampled
         sequence, not per token); an MoE token runs only its `experts_per_token`."""
         norms = 2 * self.hidden
-        per_layer = self._attention_params() + self._mlp_params(self.experts_per_token) + norms
-        return self.layers * per_layer + self.hidden
+        per_layer = self._attention_params() + norms
+        return self.layers * per_layer + self._mlp_params(self.experts_per_token) + self.hidden
 
     def kv_bytes_per_token(self, kv_bytes: float, tensor_parallel: int = 1) -> float:
         """KV cache bytes one token takes on one tensor-parallel rank. Ranks split the
@@ -380,6 +420,15 @@ class _ConfigKeys:
     def optional(self, key: str, default: int) -> int:
         value = self.config.get(key)
         return default if value is None else _positive(value, key, self.label)
+
+
+def _dense_layers(keys: _ConfigKeys, experts: int, layers: int) -> int:
+    """An MoE model's leading dense layers (first_k_dense_replace), 0 for a dense model."""
+    value = keys.config.get("first_k_dense_replace")
+    if not experts or not value:
+        return 0
+    count = _positive(value, "first_k_dense_replace", keys.label)
+    return min(count, layers - 1)
 
 
 def _mlp_widths(keys: _ConfigKeys) -> tuple[int, int, int, int, int]:

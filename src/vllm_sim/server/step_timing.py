@@ -38,16 +38,45 @@ from vllm_sim.perf import (
     head_share,
     preset_for,
 )
+from vllm_sim.perf.kv_spec import (
+    KvCacheLayout,
+    LayerKind,
+    LayerSpec,
+    layer_specs,
+    mla_shape,
+    ssm_state_dtype_bytes,
+)
+from vllm_sim.perf.quant import WeightPrecision, quantization_config, weight_precision
 
 GIB = float(1 << 30)
+# vLLM 0.32's KV connectors that implement SupportsHMA (the hybrid KV cache manager);
+# with any other (LMCache's, P2pNccl, the examples) vLLM turns the manager off.
+_HMA_CONNECTORS = frozenset(
+    {
+        "OffloadingConnector",
+        "SimpleCPUOffloadConnector",
+        "NixlConnector",
+        "MooncakeConnector",
+        "MooncakeStoreConnector",
+        "MoRIIOConnector",
+        "HiSparseConnector",
+        "DecodeBenchConnector",
+        "ExampleHiddenStatesConnector",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
 class StepTiming:
     model: StepTimeModel
-    num_gpu_blocks: int
+    num_gpu_blocks: int  # the engine's blocks of --block-size tokens
     description: str  # for the start-up log
     warnings: tuple[str, ...] = ()  # for the start-up log, as warnings
+    # The roofline model's KV cache as vLLM lays it out: its groups, the blocks of its
+    # shared pool (vLLM's num_gpu_blocks) and the tokens it holds ("GPU KV cache size").
+    kv_layout: KvCacheLayout | None = None
+    pool_blocks: int = 0
+    kv_cache_tokens: int = 0
 
 
 Coefficients = Mapping[str, float]  # GpuSpec field names -> values
@@ -128,7 +157,7 @@ def roofline_gpu(
 def _roofline_timing(
     cfg: Config, environ: Mapping[str, str], coefficients: Coefficients | None
 ) -> StepTiming:
-    shape, source = model_shape(cfg, environ)
+    shape, source, config = _model(cfg, environ)
     tp = cfg.tensor_parallel_size
     if shape.heads % tp:
         # vLLM's refusal: each GPU takes a whole share of the attention heads.
@@ -137,36 +166,141 @@ def _roofline_timing(
             f"parallel size ({tp})"
         )
     gpu, profile_text, warnings = roofline_gpu(cfg, coefficients)
-    fp8 = (cfg.quantization or "").lower().startswith("fp8")
-    weight_bytes = 1.0 if fp8 else dtype_bytes(cfg.dtype)
-    # `auto` is the model's activation dtype, which fp8 weight quantization leaves as is.
+    base_bytes = dtype_bytes(cfg.dtype)
+    precision = _precision(cfg, config, base_bytes)
+    # `auto` is the model's activation dtype, which weight quantization leaves as is.
     kv_dtype = cfg.dtype if cfg.kv_cache_dtype == "auto" else cfg.kv_cache_dtype
-    kv_bytes = dtype_bytes(kv_dtype)
+    try:
+        kv_bytes = dtype_bytes(kv_dtype)
+    except ValueError:
+        raise ConfigError(
+            f"--kv-cache-dtype {cfg.kv_cache_dtype} is not modelled by the roofline model "
+            "(it knows auto, bfloat16, float16, float32 and the fp8 kinds)"
+        ) from None
+    layers: tuple[LayerSpec, ...] | None = None
+    state_bytes = (base_bytes, base_bytes)
+    if config is not None:
+        try:
+            layers = layer_specs(config)
+            mla = mla_shape(config)
+        except ValueError as error:
+            raise ConfigError(f"{cfg.model} config.json: {error}") from None
+        state_bytes = (base_bytes, ssm_state_dtype_bytes(config, base_bytes))
+    else:
+        mla = None
     roofline = RooflineModel(
         shape,
         gpu,
-        tensor_parallel=cfg.tensor_parallel_size,
-        weight_bytes=weight_bytes,
+        tensor_parallel=tp,
+        weight_bytes=precision.quantized_bytes if precision.is_quantized else base_bytes,
         kv_bytes=kv_bytes,
-        compute_dtype="fp8" if fp8 and gpu.fp8_tflops else "bf16",
+        compute_dtype="fp8" if precision.compute == "fp8" and gpu.fp8_tflops else "bf16",
+        layers=layers,
+        mla=mla,
+        precision=precision,
+        state_bytes=state_bytes,
+        prefix_caching=cfg.enable_prefix_caching,
+        hybrid_manager=_hybrid_manager(cfg),
     )
-    blocks = cfg.num_gpu_blocks_override or roofline.num_gpu_blocks(
-        cfg.block_size, cfg.gpu_memory_utilization
+    try:
+        layout = roofline.kv_layout(cfg.block_size)
+    except ValueError as error:
+        raise ConfigError(f"{cfg.model}: {error}") from None
+    in_flight = 2 * cfg.max_num_batched_tokens  # async scheduling: two batches in flight
+    budget = cfg.kv_cache_memory_bytes or None
+    pool = roofline.num_gpu_blocks(
+        cfg.block_size, cfg.gpu_memory_utilization, kv_cache_memory_bytes=budget
     )
+    if cfg.num_gpu_blocks_override:
+        pool = cfg.num_gpu_blocks_override
+    tokens = layout.cache_tokens(pool, cfg.max_model_len, in_flight) if pool > 0 else 0
+    blocks = pool
+    if not _one_full_group(layout):
+        # The engine keeps one block table of --block-size tokens: it gets the tokens
+        # vLLM's groups hold for requests of --max-model-len.
+        blocks = cfg.num_gpu_blocks_override or tokens // cfg.block_size
     _check_room(cfg, roofline, blocks)
     weights = roofline.weight_bytes_total() / GIB
-    description = (
-        f"roofline timing of {shape.name or cfg.model} ({source}, {weights:.1f} GiB of weights) "
-        f"on {cfg.tensor_parallel_size} x {gpu.name}: {blocks} KV blocks of {cfg.block_size} "
-        f"tokens, max {cfg.max_num_seqs} sequences, {cfg.max_num_batched_tokens} tokens a step"
-        f"{profile_text}"
+    memory = (
+        f"{budget / GIB:.1f} GiB of KV cache (--kv-cache-memory-bytes)"
+        if budget
+        else f"{cfg.gpu_memory_utilization:g} of {gpu.name}'s memory"
     )
+    description = (
+        f"roofline timing of {shape.name or cfg.model} ({source}, {weights:.1f} GiB of weights"
+        f"{_precision_text(precision)}) on {tp} x {gpu.name}: {_kinds_text(roofline.layers)}; "
+        f"{layout.describe()}, {pool} blocks of {layout.block_size} tokens from {memory}: "
+        f"GPU KV cache size {tokens:,} tokens; max {cfg.max_num_seqs} sequences, "
+        f"{cfg.max_num_batched_tokens} tokens a step{profile_text}"
+    )
+    if blocks != pool:
+        description += f" (the engine holds them as {blocks} blocks of {cfg.block_size} tokens)"
     spec = cfg.speculative
-    if spec is None:
-        return StepTiming(roofline, blocks, description, warnings)
-    share = _drafter_share(cfg, spec, shape, environ)
-    model = drafting_model(roofline, spec, share)
-    return StepTiming(model, blocks, description + _speculation_text(spec, share), warnings)
+    model: StepTimeModel = roofline
+    if spec is not None:
+        share = _drafter_share(cfg, spec, shape, environ)
+        model = drafting_model(roofline, spec, share)
+        description += _speculation_text(spec, share)
+    return StepTiming(model, blocks, description, warnings, layout, pool, tokens)
+
+
+def _hybrid_manager(cfg: Config) -> bool | None:
+    """False where the KV connector vLLM would run does not support the hybrid KV cache
+    manager (VllmConfig turns it off; sliding layers are then allocated as full
+    attention); None for vLLM's own rule (kv_spec.kv_cache_layout)."""
+    transfer = cfg.kv_transfer_config or {}
+    connector = transfer.get("kv_connector")
+    if cfg.kv_offloading_size is not None:
+        native = cfg.kv_offloading_backend == "native"
+        connector = "OffloadingConnector" if native else "LMCacheMPConnector"
+    if not connector:
+        return None
+    if connector == "MultiConnector":
+        extra = transfer.get("kv_connector_extra_config")
+        children = extra.get("connectors") if isinstance(extra, Mapping) else None
+        names = [
+            child.get("kv_connector")
+            for child in (children if isinstance(children, list) else [])
+            if isinstance(child, Mapping)
+        ]
+        return None if all(name in _HMA_CONNECTORS for name in names) else False
+    return None if connector in _HMA_CONNECTORS else False
+
+
+def _one_full_group(layout: KvCacheLayout) -> bool:
+    """A model whose every layer is full attention (or MLA): one group, whose blocks are
+    the engine's blocks."""
+    return len(layout.groups) == 1 and layout.groups[0].kind in (LayerKind.FULL, LayerKind.MLA)
+
+
+def _precision(
+    cfg: Config, config: Mapping[str, object] | None, base_bytes: float
+) -> WeightPrecision:
+    """The weights' precision: the config.json's quantization_config, else --quantization
+    (which, for a bundled shape without a config.json, is taken as the checkpoint's)."""
+    quant = quantization_config(config) if config is not None else None
+    if quant is None and config is None and cfg.quantization:
+        quant = {"quant_method": cfg.quantization}
+    try:
+        return weight_precision(quant, cfg.quantization, base_bytes)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _precision_text(precision: WeightPrecision) -> str:
+    return f", {precision.describe()}" if precision.is_quantized else ""
+
+
+def _kinds_text(layers: tuple[LayerSpec, ...]) -> str:
+    """The layer kinds in words: "24 layers: 12 sliding window 128, 12 full attention"."""
+    counts: dict[str, int] = {}
+    for spec in layers:
+        name = spec.kind.value
+        if spec.kind in (LayerKind.SLIDING, LayerKind.CHUNKED):
+            name += f" {spec.window}"
+        counts[name] = counts.get(name, 0) + 1
+    kinds = ", ".join(f"{count} {name}" for name, count in counts.items())
+    return f"{len(layers)} layers ({kinds})"
 
 
 def _drafter_share(
@@ -206,6 +340,14 @@ def _speculation_text(spec: SpeculativeDecoding, share: float | None) -> str:
 
 def model_shape(cfg: Config, environ: Mapping[str, str]) -> tuple[ModelShape, str]:
     """The model's shape and where it comes from: its config.json, else a preset."""
+    shape, source, _ = _model(cfg, environ)
+    return shape, source
+
+
+def _model(
+    cfg: Config, environ: Mapping[str, str]
+) -> tuple[ModelShape, str, Mapping[str, object] | None]:
+    """The model's shape, where it comes from, and its config.json (None for a preset)."""
     folder = find_model_folder(cfg.model, cfg.revision, environ, cfg.download_dir)
     if folder is not None:
         try:
@@ -214,7 +356,7 @@ def model_shape(cfg: Config, environ: Mapping[str, str]) -> tuple[ModelShape, st
             raise ConfigError(str(error)) from None
         if isinstance(config, dict):
             try:
-                return ModelShape.from_config(config, cfg.model), "config.json"
+                return ModelShape.from_config(config, cfg.model), "config.json", config
             except ValueError as error:
                 raise ConfigError(f"{folder / 'config.json'}: {error}") from None
     preset = preset_for(cfg.model)
@@ -224,12 +366,17 @@ def model_shape(cfg: Config, environ: Mapping[str, str]) -> tuple[ModelShape, st
             f"--timing-model roofline needs the model's config.json: no config.json of "
             f"{cfg.model!r} is on this machine, and it has no bundled shape (bundled: {known})"
         )
-    return preset, "bundled shape"
+    return preset, "bundled shape", None
 
 
 def _check_room(cfg: Config, roofline: RooflineModel, blocks: int) -> None:
     """vLLM's start-up refusal: the KV cache must hold one sequence of --max-model-len."""
     per_gpu = roofline.weight_bytes_total() / cfg.tensor_parallel_size / GIB
+    if blocks <= 0 and cfg.kv_cache_memory_bytes:
+        raise ConfigError(
+            f"--kv-cache-memory-bytes {cfg.kv_cache_memory_bytes} holds no KV cache block of "
+            f"this model; give it more"
+        )
     if blocks <= 0:
         raise ConfigError(
             f"no memory is left for the KV cache: the weights take {per_gpu:.1f} GiB per GPU "
