@@ -150,9 +150,14 @@ def server_flags(run: RealRun, extra: Sequence[str] = ()) -> list[str]:
         "--seed",
         "0",
     ]
-    if run.fp8:
-        flags += ["--quantization", "fp8"]
+    if run.fp8 and not _quantized_checkpoint(run.model):
+        flags += ["--quantization", "fp8"]  # an FP8 checkpoint says so itself
     return flags + list(extra)
+
+
+def _quantized_checkpoint(model: str) -> bool:
+    with (DATA / "models" / model / "config.json").open(encoding="utf-8") as handle:
+        return "quantization_config" in json.load(handle)
 
 
 class _SharedPrefixReplay(Replay):
