@@ -409,6 +409,11 @@ class Config:
         "GPUs the model is split over: the roofline model divides weights and KV per GPU "
         "and adds an all-reduce per layer (stored under the constant model)",
         rules=(r.between(1, 64, "tensor parallel size must be between 1 and 64"),))
+    enable_expert_parallel: bool = vllm_flag(P,
+        "An MoE model's experts spread whole over tensor x data parallel GPUs (vLLM's "
+        "expert parallelism): the roofline model reads each rank's share of the experts, "
+        "routes every rank's tokens to them, and sends the tokens to their experts and back "
+        "(all-to-all) in each MoE layer", default=False)
     timing_model: TimingModel = flag(STRING, "constant", P,
         "What times tokens: `constant` (the latency flags: llm-d-inference-sim's model), "
         "`roofline` (vLLM V1's step loop, each step timed from the model's config.json and "

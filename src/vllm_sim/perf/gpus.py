@@ -37,6 +37,11 @@ class GpuSpec:
     # Fabric mesh): the bandwidth to one peer, so a group of n reaches (n-1) times it, at
     # most link_gbps. 0: a switch (NVSwitch) or PCIe, link_gbps whatever the group.
     link_gbps_per_peer: float = 0.0
+    # Between servers, each direction, per GPU, in GB/s: one 400 Gb/s NIC per GPU
+    # (InfiniBand NDR or RoCE, as on DGX/HGX H100 and later). A group of more than
+    # `gpus_per_server` GPUs (wide expert parallelism) moves its bytes at this rate.
+    network_gbps: float = 50.0
+    gpus_per_server: int = 8
     # The coefficients of the step model (roofline.py), one set fitted to the calibration
     # set of 13 real vLLM runs on H100 (bench/sim_to_real.py: scipy's least_squares over
     # each stage's mean TTFT and ITL, soft-L1 loss, within physical bounds; efficiencies
@@ -100,7 +105,10 @@ class GpuSpec:
         return self.bandwidth_tbps * 1e12
 
     def link_bytes_per_s(self, gpus: int) -> float:
-        """Each direction, from one GPU to the rest of a group of `gpus`."""
+        """Each direction, from one GPU to the rest of a group of `gpus` (across servers,
+        when the group is larger than one, the network's rate)."""
+        if gpus > self.gpus_per_server:
+            return min(self.link_gbps, self.network_gbps) * 1e9
         gbps = self.link_gbps
         if self.link_gbps_per_peer:
             gbps = min(gbps, self.link_gbps_per_peer * max(gpus - 1, 1))

@@ -157,8 +157,11 @@ class RooflineModel:
     """
 
     __slots__ = (
+        "_a2a_bytes_per_token",
+        "_a2a_s_per_byte",
         "_activation_bytes_per_token",
         "_allreduce_s",
+        "_collectives",
         "_context_s_per_token",
         "_decode_s_per_pair",
         "_expert_weight_s",
@@ -180,6 +183,8 @@ class RooflineModel:
         "api_per_token_s",
         "api_s",
         "compute_dtype",
+        "data_parallel",
+        "expert_parallel",
         "gpu",
         "hybrid_manager",
         "kv_bytes",
@@ -209,6 +214,8 @@ class RooflineModel:
         state_bytes: tuple[float, float] = (2.0, 2.0),
         prefix_caching: bool = True,
         hybrid_manager: bool | None = None,
+        expert_parallel: int = 1,
+        data_parallel: int = 1,
     ) -> None:
         """`full_cuda_graphs`: decode-only steps replay one CUDA graph of the whole model,
         as vLLM's default (FULL_AND_PIECEWISE) does; False for piecewise graphs only (older
@@ -221,13 +228,28 @@ class RooflineModel:
         (quant.weight_precision); by default every linear layer at `weight_bytes`, at
         `compute_dtype`'s peak. `state_bytes`: bytes per element of a Mamba/linear layer's
         conv and SSM states. `prefix_caching` and `hybrid_manager` as vLLM's, for the KV
-        cache groups (kv_spec.kv_cache_layout)."""
+        cache groups (kv_spec.kv_cache_layout).
+
+        `expert_parallel`: an MoE model's routed experts spread whole over that many GPUs
+        (vLLM's --enable-expert-parallel: tensor_parallel x `data_parallel`) instead of
+        split by tensor parallelism; the `data_parallel` attention ranks each schedule their
+        own batch and, as vLLM runs them, step together, so the experts of this rank serve
+        the tokens of every rank: taken as `data_parallel` times this rank's (ranks under a
+        like load). Each MoE layer then sends each token to its experts and back (all-to-all
+        dispatch and combine) instead of all-reducing its output."""
         if isinstance(tensor_parallel, bool) or tensor_parallel < 1:
             raise ValueError(f"tensor_parallel must be at least 1, not {tensor_parallel!r}")
         if not weight_bytes > 0 or not kv_bytes > 0:
             raise ValueError("weight_bytes and kv_bytes must be positive")
         if compute_dtype not in ("bf16", "fp8"):
             raise ValueError(f"compute_dtype must be bf16 or fp8, not {compute_dtype!r}")
+        for name, size in (("expert_parallel", expert_parallel), ("data_parallel", data_parallel)):
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ValueError(f"{name} must be a positive integer, not {size!r}")
+        if expert_parallel > 1 and not shape.is_moe:
+            expert_parallel = 1  # a dense model has no experts to spread
+        self.expert_parallel = expert_parallel
+        self.data_parallel = data_parallel
         self.shape = shape
         self.gpu = gpu
         self.tensor_parallel = tensor_parallel
@@ -272,7 +294,7 @@ class RooflineModel:
         bandwidth = gpu.bandwidth_bytes_per_s * gpu.weight_bandwidth_efficiency
         expert_bytes = shape.expert_params() * precision.expert_bytes()
         self._weight_s = (self.weight_bytes_read() - expert_bytes) / tensor_parallel / bandwidth
-        self._expert_weight_s = expert_bytes / tensor_parallel / bandwidth
+        self._expert_weight_s = expert_bytes / self._expert_gpus() / bandwidth
         self._experts = shape.experts
         self._experts_per_token = shape.experts_per_token
         self._fixed_s = gpu.step_overhead_s + shape.layers * gpu.layer_overhead_s
@@ -283,21 +305,39 @@ class RooflineModel:
             self._fixed_s += self._prefill_fixed_s
             self._prefill_fixed_s = 0.0
         self._per_request_s = gpu.per_request_overhead_s
-        # Tensor parallelism: a ring all-reduce moves 2 (n-1)/n of its message per GPU,
-        # a gather (n-1)/n; activations and logits travel in 16 bits.
-        if tensor_parallel > 1:
-            share = (tensor_parallel - 1) / tensor_parallel
-            self._allreduce_s = gpu.allreduce_s
-            self._link_s_per_byte = share / gpu.link_bytes_per_s(tensor_parallel)
-            # Per token: 2 all-reduces a layer, each of `hidden` 16-bit values, moved
-            # twice around the ring.
-            self._activation_bytes_per_token = 2 * 2 * shape.layers * shape.hidden * 2.0
-            self._logit_bytes_per_sample = 2.0 * shape.vocab
-        else:
-            self._allreduce_s = self._link_s_per_byte = 0.0
-            self._activation_bytes_per_token = self._logit_bytes_per_sample = 0.0
+        self._init_communication()
         self.api_s = gpu.api_server_s
         self.api_per_token_s = gpu.api_server_s_per_token
+
+    def _expert_gpus(self) -> int:
+        """The GPUs one rank's routed experts are split over."""
+        return self.expert_parallel if self.expert_parallel > 1 else self.tensor_parallel
+
+    def _init_communication(self) -> None:
+        """Tensor parallelism: a ring all-reduce moves 2 (n-1)/n of its message per GPU, a
+        gather (n-1)/n; activations and logits travel in 16 bits. Each layer all-reduces
+        twice (attention, MLP), and the step gathers its logits once. Under expert
+        parallelism an MoE layer's MLP sends each token's activations to the GPUs of its
+        k experts and back instead ((ep-1)/ep of them leave the GPU), split over the
+        rank's tensor-parallel GPUs; each collective costs `allreduce_s` besides."""
+        gpu, shape, tp, ep = self.gpu, self.shape, self.tensor_parallel, self.expert_parallel
+        moe = shape.moe_layers if ep > 1 else 0
+        allreduces = (2 * shape.layers - moe + 1) if tp > 1 else 0
+        self._collectives = allreduces + 2 * moe
+        self._allreduce_s = gpu.allreduce_s if self._collectives else 0.0
+        if tp > 1:
+            self._link_s_per_byte = (tp - 1) / tp / gpu.link_bytes_per_s(tp)
+            self._activation_bytes_per_token = 2 * (2 * shape.layers - moe) * shape.hidden * 2.0
+            self._logit_bytes_per_sample = 2.0 * shape.vocab
+        else:
+            self._link_s_per_byte = 0.0
+            self._activation_bytes_per_token = self._logit_bytes_per_sample = 0.0
+        if moe:
+            self._a2a_s_per_byte = (ep - 1) / ep / gpu.link_bytes_per_s(ep)
+            per_token = 2 * moe * shape.experts_per_token * shape.hidden * 2.0
+            self._a2a_bytes_per_token = per_token / tp
+        else:
+            self._a2a_s_per_byte = self._a2a_bytes_per_token = 0.0
 
     def _init_attention(self, flops_per_s: float) -> None:
         """The per-kind constants of a step's attention: FLOPs per query-key pair and KV
@@ -434,7 +474,7 @@ class RooflineModel:
         fixed = self._fixed_s + load.requests * self._per_request_s
         if load.prefill_tokens:
             fixed += self._prefill_fixed_s
-        if self._allreduce_s or self._link_s_per_byte:
+        if self._collectives:
             fixed += self._communication_s(tokens, samples)
         return busy + fixed
 
@@ -464,15 +504,22 @@ class RooflineModel:
         taken as uniform and independent, so an expert is idle with (1 - k/E)^tokens."""
         if self._experts == 0:
             return 1.0
-        idle = (1.0 - self._experts_per_token / self._experts) ** tokens
+        # Under expert parallelism the experts serve every data-parallel rank's tokens.
+        routed = tokens * self.data_parallel if self.expert_parallel > 1 else tokens
+        idle = (1.0 - self._experts_per_token / self._experts) ** routed
         return 1.0 - idle
 
     def _communication_s(self, tokens: int, sampled: int) -> float:
-        """Tensor parallelism: two all-reduces a layer of the tokens' activations, and one
-        gather of the sampled positions' logits."""
-        layers = 2 * self.shape.layers + 1
+        """The step's collectives (_init_communication): their latencies, the tensor-
+        parallel all-reduces' and logit gather's bytes over the server's link, and the
+        expert-parallel dispatch and combine over the expert group's."""
         moved = tokens * self._activation_bytes_per_token + sampled * self._logit_bytes_per_sample
-        return layers * self._allreduce_s + moved * self._link_s_per_byte
+        sent = tokens * self._a2a_bytes_per_token
+        return (
+            self._collectives * self._allreduce_s
+            + moved * self._link_s_per_byte
+            + sent * self._a2a_s_per_byte
+        )
 
     def kv_budget_bytes(
         self,
@@ -495,7 +542,14 @@ class RooflineModel:
         if reserve < 0:
             raise ValueError("activation_reserve_bytes must not be negative")
         usable = self.gpu.memory_bytes * gpu_memory_utilization
-        return usable - self.weight_bytes_total() / self.tensor_parallel - reserve
+        return usable - self.weight_bytes_per_gpu() - reserve
+
+    def weight_bytes_per_gpu(self) -> float:
+        """The weights one GPU holds: its tensor-parallel share, and of the routed experts
+        its expert-parallel share."""
+        experts = self.shape.expert_params() * self.precision.expert_bytes()
+        rest = (self.weight_bytes_total() - experts) / self.tensor_parallel
+        return rest + experts / self._expert_gpus()
 
     def num_gpu_blocks(
         self,

@@ -201,6 +201,8 @@ def _roofline_timing(
         state_bytes=state_bytes,
         prefix_caching=cfg.enable_prefix_caching,
         hybrid_manager=_hybrid_manager(cfg),
+        expert_parallel=tp * cfg.data_parallel_size if cfg.enable_expert_parallel else 1,
+        data_parallel=cfg.data_parallel_size,
     )
     try:
         layout = roofline.kv_layout(cfg.block_size)
@@ -228,7 +230,8 @@ def _roofline_timing(
     )
     description = (
         f"roofline timing of {shape.name or cfg.model} ({source}, {weights:.1f} GiB of weights"
-        f"{_precision_text(precision)}) on {tp} x {gpu.name}: {_kinds_text(roofline.layers)}; "
+        f"{_precision_text(precision)}) on {tp} x {gpu.name}{_parallel_text(roofline)}: "
+        f"{_kinds_text(roofline.layers)}; "
         f"{layout.describe()}, {pool} blocks of {layout.block_size} tokens from {memory}: "
         f"GPU KV cache size {tokens:,} tokens; max {cfg.max_num_seqs} sequences, "
         f"{cfg.max_num_batched_tokens} tokens a step{profile_text}"
@@ -242,6 +245,18 @@ def _roofline_timing(
         model = drafting_model(roofline, spec, share)
         description += _speculation_text(spec, share)
     return StepTiming(model, blocks, description, warnings, layout, pool, tokens)
+
+
+def _parallel_text(roofline: RooflineModel) -> str:
+    """The start-up log's words for expert parallelism ("" without it)."""
+    ep = roofline.expert_parallel
+    if ep <= 1:
+        return ""
+    experts = roofline.shape.experts
+    return (
+        f", experts over {ep} GPUs ({experts / ep:g} each, data-parallel ranks "
+        f"{roofline.data_parallel})"
+    )
 
 
 def _hybrid_manager(cfg: Config) -> bool | None:
@@ -371,7 +386,7 @@ def _model(
 
 def _check_room(cfg: Config, roofline: RooflineModel, blocks: int) -> None:
     """vLLM's start-up refusal: the KV cache must hold one sequence of --max-model-len."""
-    per_gpu = roofline.weight_bytes_total() / cfg.tensor_parallel_size / GIB
+    per_gpu = roofline.weight_bytes_per_gpu() / GIB
     if blocks <= 0 and cfg.kv_cache_memory_bytes:
         raise ConfigError(
             f"--kv-cache-memory-bytes {cfg.kv_cache_memory_bytes} holds no KV cache block of "
