@@ -439,7 +439,7 @@ class Engine:
         limit = self.limits.max_model_len
         kv = self._kv
         if kv is not None:
-            limit = min(limit, kv.cache.capacity * kv.cache.block_size)
+            limit = min(limit, kv.cache.max_tokens())
         return limit
 
     def _resume_preempted(self, seq: Sequence) -> None:
@@ -479,7 +479,8 @@ class Engine:
         assert kv is not None
         cache = kv.cache
         prompt_tokens = len(seq.prompt.token_ids)
-        blocks = cache.blocks_for(prompt_tokens + outputs)
+        tokens = prompt_tokens + outputs
+        blocks = cache.blocks_for(tokens)
         while not cache.grow(seq.uid, blocks - seq.kv_blocks):
             victim = self._newest_running()
             if victim is seq and len(self._running) == 1:
@@ -490,7 +491,7 @@ class Engine:
             self._preempt(victim)
             if victim is seq:
                 return False
-        set_kv_limit(seq, blocks, prompt_tokens, cache)
+        set_kv_limit(seq, blocks, tokens, prompt_tokens, cache)
         return True
 
     def _newest_running(self) -> Sequence:

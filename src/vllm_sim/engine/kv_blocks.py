@@ -33,14 +33,19 @@ def hold_blocks(seq: Sequence, computed: int, cache: BlockCache) -> int:
     request, prompt = seq.request, seq.prompt
     lora = Lora(seq.lora_slot, request.lora) if request.lora else None
     hit = cache.start(seq.uid, prompt.block_hashes, prompt.token_ids, request.model, lora, computed)
-    set_kv_limit(seq, cache.blocks_for(computed), len(prompt.token_ids), cache)
+    set_kv_limit(seq, cache.blocks_for(computed), computed, len(prompt.token_ids), cache)
     seq.loaded_tokens = cache.loaded * cache.block_size
     seq.kv_load = cache.load_seconds
     return hit * cache.block_size
 
 
-def set_kv_limit(seq: Sequence, blocks: int, prompt_tokens: int, cache: BlockCache) -> None:
+def set_kv_limit(
+    seq: Sequence, blocks: int, tokens: int, prompt_tokens: int, cache: BlockCache
+) -> None:
     """Token k+1 needs the KV of the prompt and k output tokens: while `emitted` is below
-    the limit, the `blocks` held have room for it (no limit while the cache sleeps)."""
+    the limit, the `blocks` held (sized for `tokens`, so whole token blocks of them) have
+    room for it (no limit while the cache sleeps)."""
     seq.kv_blocks = blocks
-    seq.kv_limit = NO_KV_LIMIT if cache.disabled else blocks * cache.block_size - prompt_tokens + 1
+    size = cache.block_size
+    room = -(-tokens // size) * size
+    seq.kv_limit = NO_KV_LIMIT if cache.disabled else room - prompt_tokens + 1

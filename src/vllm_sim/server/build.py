@@ -61,6 +61,7 @@ from vllm_sim.server import views
 from vllm_sim.server.control import LiveConfig
 from vllm_sim.server.dataset_setup import load_dataset
 from vllm_sim.server.offload_setup import offload_spec
+from vllm_sim.server.step_timing import engine_block_costs
 from vllm_sim.server.tokenizer_setup import think_end_id
 from vllm_sim.transports.http.conventions import OPENAI_DIALECT
 from vllm_sim.transports.http.routes import Access, build_routes
@@ -391,6 +392,7 @@ def kv_cache_manager(
     """The KV cache of `cfg`, its events going to `publish` (none when None), with its CPU
     offloading tier if `cfg` has one (a block's bytes from `step_model`)."""
     cache = BlockCache(cfg.kv_cache_size, cfg.block_size, publish)
+    cache.costs = engine_block_costs(cfg, step_model)
     spec = offload_spec(cfg, step_model)
     if spec is not None:
         cache.offload = CpuTier(spec, cfg.block_size)

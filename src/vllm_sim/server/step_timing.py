@@ -22,6 +22,7 @@ from pathlib import Path
 from vllm_sim.config import Config, ConfigError
 from vllm_sim.config.gpu import resolve_gpu
 from vllm_sim.config.timing_profile import check_coefficients, load_timing_profile
+from vllm_sim.engine.kvcache.cache import BlockCosts
 from vllm_sim.model_files import find_model_folder, read_json
 from vllm_sim.perf import (
     PRESETS,
@@ -217,9 +218,10 @@ def _roofline_timing(
         pool = cfg.num_gpu_blocks_override
     tokens = layout.cache_tokens(pool, cfg.max_model_len, in_flight) if pool > 0 else 0
     blocks = pool
-    if not _one_full_group(layout):
-        # The engine keeps one block table of --block-size tokens: it gets the tokens
-        # vLLM's groups hold for requests of --max-model-len.
+    if not _one_full_group(layout) and block_costs(layout, cfg.block_size) is None:
+        # Groups the engine cannot hold block for block (a raised attention block size):
+        # one block table of --block-size tokens, as many as vLLM's groups hold tokens
+        # for requests of --max-model-len.
         blocks = cfg.num_gpu_blocks_override or tokens // cfg.block_size
     _check_room(cfg, roofline, blocks)
     weights = roofline.weight_bytes_total() / GIB
@@ -280,6 +282,41 @@ def _hybrid_manager(cfg: Config) -> bool | None:
         ]
         return None if all(name in _HMA_CONNECTORS for name in names) else False
     return None if connector in _HMA_CONNECTORS else False
+
+
+def engine_block_costs(cfg: Config, step_model: StepTimeModel | None) -> BlockCosts | None:
+    """The engine's block costs (block_costs) for the roofline model timing it (through a
+    drafter's wrapper); None for any other model."""
+    model: object = step_model
+    while hasattr(model, "target"):  # speculative decoding's DraftingStepModel
+        model = model.target
+    if not isinstance(model, RooflineModel):
+        return None
+    return block_costs(model.kv_layout(cfg.block_size), cfg.block_size)
+
+
+def block_costs(layout: KvCacheLayout, block_size: int) -> BlockCosts | None:
+    """What each of a sequence's token blocks costs in vLLM's shared block pool, for a
+    model of several KV cache groups the engine holds block for block: at least one group
+    keeps every token (its blocks are the prefix cache's), the others a sliding window or
+    chunk (capped) or a state, all at --block-size tokens a block. None for one group of
+    full attention (a block is a block) and where the engine cannot follow the groups (an
+    attention block size vLLM raised for a Mamba hybrid, a model of windows only)."""
+    groups = layout.groups
+    if _one_full_group(layout) or layout.block_size != block_size:
+        return None
+    full = sum(1 for g in groups if g.kind in (LayerKind.FULL, LayerKind.MLA))
+    if not full:
+        return None
+    capped: dict[int, int] = {}
+    state = 0
+    for group in groups:
+        if group.kind.is_state:
+            state += 1
+        elif group.kind in (LayerKind.SLIDING, LayerKind.CHUNKED):
+            cap = group.blocks_for(1 << 40)  # what a sequence of any length holds
+            capped[cap] = capped.get(cap, 0) + 1
+    return BlockCosts(full, tuple((n, cap) for cap, n in sorted(capped.items())), state)
 
 
 def _one_full_group(layout: KvCacheLayout) -> bool:

@@ -46,5 +46,5 @@ def test_a_sleeping_cache_sets_no_limit() -> None:
     cache = BlockCache(64, BS)
     cache.disabled = True
     seq = sequence(6)
-    set_kv_limit(seq, 2, 6, cache)
+    set_kv_limit(seq, 2, 2 * BS, 6, cache)
     assert seq.kv_blocks == 2 and seq.kv_limit == NO_KV_LIMIT

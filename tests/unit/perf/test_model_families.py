@@ -40,7 +40,7 @@ from vllm_sim.perf.gpus import GPUS
 from vllm_sim.perf.kv_spec import LayerKind, kv_cache_layout, layer_specs, ssm_state_dtype_bytes
 from vllm_sim.perf.quant import quantization_config, weight_precision
 from vllm_sim.perf.shape import ModelShape
-from vllm_sim.server.step_timing import step_timing
+from vllm_sim.server.step_timing import block_costs, step_timing
 
 CONFIGS = Path(__file__).parents[2] / "data" / "model_configs"
 MAX_LEN = 32768
@@ -265,9 +265,13 @@ def test_kv_cache_memory_bytes_sizes_the_servers_cache(family: Family) -> None:
     assert timing is not None
     assert (timing.pool_blocks, timing.kv_cache_tokens) == (family.blocks, family.tokens)
     assert f"GPU KV cache size {family.tokens:,} tokens" in timing.description
+    assert timing.kv_layout is not None
+    costs = block_costs(timing.kv_layout, 16)
     if family.groups == 1 and not family.state_per_seq and CHUNKED not in family.layers:
+        assert costs is None and timing.num_gpu_blocks == family.blocks
+    elif costs is not None:  # the engine holds vLLM's pool, block for block
         assert timing.num_gpu_blocks == family.blocks
-    else:  # the single-table engine holds the tokens vLLM's groups hold
+    else:  # a raised block size: one table holding the tokens vLLM's groups hold
         assert timing.num_gpu_blocks == family.tokens // 16
 
 

@@ -38,6 +38,41 @@ BlockKey = tuple[int, str]
 
 
 @dataclass(frozen=True, slots=True)
+class BlockCosts:
+    """How many blocks of the shared pool a sequence holds, for a model whose layers form
+    several KV cache groups (vLLM's hybrid KV cache manager): each of its token blocks
+    takes one block in each of the `full` groups (full attention, which keeps every
+    token), one in each capped group while the sequence holds no more than that group's
+    cap (a sliding window: vLLM frees the blocks that fall out of it), and the sequence
+    one block in each of the `state` groups (a Mamba or linear-attention state). A prefix
+    block the cache shares stands for its block of a full group; the rest of a sequence's
+    blocks are its own. Without costs a token block is one block."""
+
+    full: int
+    capped: tuple[tuple[int, int], ...] = ()  # (groups, the most blocks each holds)
+    state: int = 0
+
+    def blocks(self, token_blocks: int) -> int:
+        if token_blocks <= 0:
+            return 0
+        total = self.full * token_blocks + self.state
+        for groups, cap in self.capped:
+            total += groups * (token_blocks if token_blocks < cap else cap)
+        return total
+
+    def longest(self, capacity: int) -> int:
+        """The most token blocks one sequence can hold in `capacity` blocks."""
+        low, high = 0, capacity
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.blocks(middle) <= capacity:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+
+@dataclass(frozen=True, slots=True)
 class Lora:
     slot: int  # 1-based adapter slot, as KV events report it
     name: str
@@ -69,6 +104,7 @@ class BlockCache:
         self.loaded_models: set[str] = set()
         self.disabled = False
         self.offload: CpuTier | None = None  # the CPU offloading tier, if any
+        self.costs: BlockCosts | None = None  # several KV cache groups, if the model has them
         # Blocks the latest `start` loaded back from the CPU tier, and the seconds it takes.
         self.loaded = 0
         self.load_seconds = 0.0
@@ -115,7 +151,16 @@ class BlockCache:
         return self.held_blocks / self.capacity if self.capacity else 0.0
 
     def blocks_for(self, tokens: int) -> int:
-        return -(-tokens // self.block_size)
+        """Blocks a sequence of `tokens` tokens holds (across its groups, with `costs`)."""
+        token_blocks = -(-tokens // self.block_size)
+        costs = self.costs
+        return token_blocks if costs is None else costs.blocks(token_blocks)
+
+    def max_tokens(self) -> int:
+        """The most tokens one sequence can hold in the whole cache."""
+        costs = self.costs
+        blocks = self.capacity if costs is None else costs.longest(self.capacity)
+        return blocks * self.block_size
 
     def hit_limit(self, tokens: int) -> int:
         """The most blocks a sequence computing `tokens` tokens may find cached: as in vLLM,
