@@ -52,6 +52,28 @@ class Prompt:
         self.first_created = 0
 
 
+_VISION_MODALITIES = ("image", "video")
+
+
+def image_work(
+    features: Mapping[str, Mapping[str, Any]] | None, computed: int
+) -> tuple[int, float]:
+    """What the vision encoder runs on for a prompt whose first `computed` tokens are in
+    the KV cache: the tokens of its images and videos that end past them (a prefix hit
+    covering an image needs no encoding), and the sum of each one's tokens squared."""
+    if not features:
+        return 0, 0.0
+    placeholders = features.get("mm_placeholders") or {}
+    tokens, pairs = 0, 0.0
+    for modality in _VISION_MODALITIES:
+        for span in placeholders.get(modality) or ():
+            length = int(span["length"])
+            if int(span["offset"]) + length > computed:
+                tokens += length
+                pairs += float(length * length)
+    return tokens, pairs
+
+
 class Delivery(enum.Enum):
     """How a request's answer reaches its client, which decides where the latencies vLLM
     reports are taken: at the engine's release of a token, or when the front end writes it

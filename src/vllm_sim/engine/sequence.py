@@ -34,6 +34,7 @@ class Sequence:
         "computed",
         "deadline",
         "emitted",
+        "encode_pending",
         "eos",
         "finish_reason",
         "gaps_unwritten",
@@ -132,6 +133,9 @@ class Sequence:
         # Speculative decoding: draft tokens its steps verified, and how many were accepted.
         self.spec_draft_tokens = 0
         self.spec_accepted_tokens = 0
+        # Its images are still to go through the vision encoder (in the step that first
+        # schedules its prompt, and again after a preemption).
+        self.encode_pending = False
 
     @property
     def prompt_tokens(self) -> int:

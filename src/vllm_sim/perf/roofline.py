@@ -25,6 +25,7 @@ from vllm_sim.perf.gpus import GpuSpec
 from vllm_sim.perf.kv_spec import KvCacheLayout, LayerKind, LayerSpec, MlaShape, kv_cache_layout
 from vllm_sim.perf.quant import WeightPrecision, uniform_precision
 from vllm_sim.perf.shape import ModelShape
+from vllm_sim.perf.vision import VisionTower
 
 ComputeDtype = Literal["bf16", "fp8"]
 
@@ -80,6 +81,15 @@ class StepLoad:
     # one decode token, and the sum of the contexts they attend to.
     draft_tokens: int = 0
     draft_context: int = 0
+    # Multimodal prompts: the prompt tokens of the images the vision encoder runs on this
+    # step, and the sum of each image's tokens squared (its attention among patches).
+    encoder_tokens: int = 0
+    encoder_pairs: float = 0.0
+
+    def add_encoder(self, tokens: int, pairs: float) -> None:
+        """Images standing for `tokens` prompt tokens go through the vision encoder."""
+        self.encoder_tokens += tokens
+        self.encoder_pairs += pairs
 
     def add_prefill(self, already: int, chunk: int, completes: bool) -> None:
         """A prefill chunk of `chunk` tokens after `already` tokens in the KV cache
@@ -167,6 +177,7 @@ class RooflineModel:
         "_expert_weight_s",
         "_experts",
         "_experts_per_token",
+        "_s_per_encoder_flop",
         "_fixed_s",
         "_kv_s_per_token",
         "_link_s_per_byte",
@@ -195,6 +206,7 @@ class RooflineModel:
         "shape",
         "state_bytes",
         "tensor_parallel",
+        "vision",
         "weight_bytes",
     )
 
@@ -216,6 +228,7 @@ class RooflineModel:
         hybrid_manager: bool | None = None,
         expert_parallel: int = 1,
         data_parallel: int = 1,
+        vision: VisionTower | None = None,
     ) -> None:
         """`full_cuda_graphs`: decode-only steps replay one CUDA graph of the whole model,
         as vLLM's default (FULL_AND_PIECEWISE) does; False for piecewise graphs only (older
@@ -236,7 +249,10 @@ class RooflineModel:
         own batch and, as vLLM runs them, step together, so the experts of this rank serve
         the tokens of every rank: taken as `data_parallel` times this rank's (ranks under a
         like load). Each MoE layer then sends each token to its experts and back (all-to-all
-        dispatch and combine) instead of all-reducing its output."""
+        dispatch and combine) instead of all-reducing its output.
+
+        `vision`: a multimodal model's vision encoder, run in 16 bits at the dense compute
+        efficiency on the images a step's prefill chunks begin."""
         if isinstance(tensor_parallel, bool) or tensor_parallel < 1:
             raise ValueError(f"tensor_parallel must be at least 1, not {tensor_parallel!r}")
         if not weight_bytes > 0 or not kv_bytes > 0:
@@ -280,6 +296,8 @@ class RooflineModel:
             return peak * 1e12 * efficiency * tensor_parallel
 
         flops_per_s = flops(False, gpu.compute_efficiency)
+        self.vision = vision
+        self._s_per_encoder_flop = 1.0 / flops_per_s
         routed = shape.routed_active_params()
         mixers = shape.attention_params()
         rest = shape.active_params() - routed - mixers
@@ -464,6 +482,9 @@ class RooflineModel:
         if self._state_s_per_seq:
             kv += load.requests * self._state_s_per_seq
             linear += tokens * self._state_s_per_token
+        if load.encoder_tokens and self.vision is not None:
+            flops = self.vision.flops(load.encoder_tokens, load.encoder_pairs)
+            linear += flops * self._s_per_encoder_flop
         # Compute and memory traffic overlap across the step: a step holding a prefill
         # chunk is bound by its FLOPs and hides the decodes' KV reads, a decode-only one
         # by its bytes. (Adding each kernel's own bound instead puts set B's saturated

@@ -23,6 +23,7 @@ from vllm_sim.config import Config, ConfigError
 from vllm_sim.config.gpu import resolve_gpu
 from vllm_sim.config.timing_profile import check_coefficients, load_timing_profile
 from vllm_sim.engine.kvcache.cache import BlockCosts
+from vllm_sim.perf.vision import VisionTower
 from vllm_sim.model_files import find_model_folder, read_json
 from vllm_sim.perf import (
     PRESETS,
@@ -204,6 +205,7 @@ def _roofline_timing(
         hybrid_manager=_hybrid_manager(cfg),
         expert_parallel=tp * cfg.data_parallel_size if cfg.enable_expert_parallel else 1,
         data_parallel=cfg.data_parallel_size,
+        vision=None if config is None else VisionTower.from_config(config),
     )
     try:
         layout = roofline.kv_layout(cfg.block_size)

@@ -501,3 +501,27 @@ def test_a_connector_without_the_hybrid_manager_allocates_sliding_layers_fully()
     granite = ("--model", str(CONFIGS / "granite-4.0-h-small"), "--timing-model", "roofline")
     with pytest.raises(ConfigError, match="needs the hybrid KV cache manager"):
         step_timing(load(*granite, *lmcache), {})
+
+
+def test_a_vision_tower_s_encoder_time_joins_the_prefill_of_an_image() -> None:
+    """Gemma 3's SigLIP tower (27 layers of width 1,152, MLP 4,304; 896-pixel images in
+    14-pixel patches: 4,096 patches stand for 256 prompt tokens, 16 each). A prefill
+    chunk (compute-bound) beginning one image of 256 tokens adds its encoder FLOPs at the
+    dense compute rate; without the image, nothing."""
+    argv = ("--model", str(CONFIGS / "gemma-3-27b-it"), "--timing-model", "roofline")
+    timing = step_timing(load(*argv, "--kv-cache-memory-bytes", "20G"), {})
+    assert timing is not None and isinstance(timing.model, RooflineModel)
+    model = timing.model
+    vision = model.vision
+    assert vision is not None and vision.patches_per_token == 16
+    per_layer = 4 * 1152 * 1152 + 2 * 1152 * 4304
+    flops = 27 * (2 * per_layer * 4096 + 4 * 1152 * 4096 * 4096)
+    assert vision.flops(256, 256 * 256) == flops
+    plain, image = StepLoad(), StepLoad()
+    plain.add_prefill(0, 2048, True)
+    image.add_prefill(0, 2048, True)
+    image.add_encoder(256, 256 * 256)
+    gpu = GPUS["H100"]
+    rate = gpu.bf16_tflops * 1e12 * gpu.compute_efficiency
+    extra = model.step_seconds(image) - model.step_seconds(plain)
+    assert extra == pytest.approx(flops / rate, rel=1e-6)

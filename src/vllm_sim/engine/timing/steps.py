@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from mypy_extensions import mypyc_attr
 
+from vllm_sim.engine.request import image_work
 from vllm_sim.engine.sequence import SeqState, Sequence
 from vllm_sim.engine.timing.release import release_token
 from vllm_sim.perf import StepLoad, StepTimeModel
@@ -105,6 +106,7 @@ class StepLoop:
         # A prompt found whole in the prefix cache still computes its last token, as in
         # vLLM, so that there is a step to sample the first output token from.
         seq.computed = min(seq.cached_tokens, max(seq.prompt_tokens - 1, 0))
+        seq.encode_pending = seq.prompt.features is not None
         # Blocks found in the CPU tier are loaded back, not computed: like a P/D transfer,
         # the sequence joins the batch once they have arrived.
         seq.deadline = now + seq.kv_load if seq.kv_load else 0.0
@@ -118,6 +120,7 @@ class StepLoop:
 
     def recompute(self, seq: Sequence, computed: int, cached: int, now: float) -> None:
         seq.computed = min(cached, max(computed - 1, 0))
+        seq.encode_pending = seq.prompt.features is not None
         seq.deadline = now + seq.kv_load if seq.kv_load else 0.0
 
     def preempted(self, seq: Sequence) -> None:
@@ -247,6 +250,11 @@ class StepLoop:
         """The next prefill chunk of `seq`, as much as the budget allows; its size."""
         need = seq.prompt_tokens + seq.emitted - seq.computed
         chunk = min(need, budget)
+        if seq.encode_pending:
+            seq.encode_pending = False
+            tokens, pairs = image_work(seq.prompt.features, seq.computed)
+            if tokens:
+                load.add_encoder(tokens, pairs)
         load.add_prefill(seq.computed, chunk, chunk == need)
         step.work.append((seq, chunk, seq.preemptions))
         return chunk

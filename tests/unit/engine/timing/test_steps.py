@@ -24,6 +24,7 @@ from vllm_sim.engine.kvcache.cache import BlockCache
 from vllm_sim.engine.kvcache.manager import KvCacheManager
 from vllm_sim.engine.latency import LatencySettings
 from vllm_sim.engine.observer import EngineObserver
+from vllm_sim.engine.request import image_work
 from vllm_sim.engine.sequence import RequestStream, Sequence
 from vllm_sim.engine.timing.steps import StepLoop
 from vllm_sim.perf import StepLoad
@@ -123,6 +124,32 @@ def test_a_long_prompt_is_prefilled_in_chunks_of_the_budget() -> None:
         assert already == [0, 2048, 4096]  # each chunk attends to the ones before
 
     run(scenario)
+
+
+def test_a_prompts_images_go_through_the_encoder_with_its_first_chunk() -> None:
+    """Two images of 64 and 32 tokens in a 5,000-token prompt chunked by 2,048: the first
+    chunk's step carries both to the vision encoder, later ones none; audio is not the
+    vision encoder's. A prompt whose image a prefix hit covers encodes nothing
+    (image_work)."""
+    features = {
+        "mm_hashes": {"image": ["a", "b"], "audio": ["c"]},
+        "mm_placeholders": {
+            "image": [{"offset": 10, "length": 64}, {"offset": 3000, "length": 32}],
+            "audio": [{"offset": 200, "length": 50}],
+        },
+    }
+
+    async def scenario() -> None:
+        engine, model, _ = step_engine(tokens=1, budget=2048)
+        req = request(prompt_tokens=5000)
+        req.prompts[0].features = features
+        await token_times(engine.submit(req))
+        work = [(load.encoder_tokens, load.encoder_pairs) for load in model.loads]
+        assert work == [(96, 64.0**2 + 32.0**2), (0, 0.0), (0, 0.0)]
+
+    run(scenario)
+    assert image_work(features, 74) == (32, 32.0**2)  # the first image is cached
+    assert image_work(None, 0) == (0, 0.0)
 
 
 def test_requests_arriving_together_share_every_step() -> None:
