@@ -75,8 +75,8 @@ def _patches_per_token(config: Mapping[str, Any]) -> float:
     shuffle = vision.get("pixel_shuffle_ratio")
     if isinstance(shuffle, int | float) and 0 < shuffle < 1:
         return 1.0 / (shuffle * shuffle)
-    image, patch = vision.get("image_size"), vision.get("patch_size")
-    per_image = config.get("mm_tokens_per_image")
-    if all(isinstance(v, int) and v > 0 for v in (image, patch, per_image)):
-        return (image // patch) ** 2 / per_image
+    image, patch = _count(vision, "image_size"), _count(vision, "patch_size")
+    per_image = _count(config, "mm_tokens_per_image")
+    if image and patch and per_image:
+        return float((image // patch) ** 2 / per_image)
     return 1.0

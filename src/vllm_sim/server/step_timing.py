@@ -23,7 +23,6 @@ from vllm_sim.config import Config, ConfigError
 from vllm_sim.config.gpu import resolve_gpu
 from vllm_sim.config.timing_profile import check_coefficients, load_timing_profile
 from vllm_sim.engine.kvcache.cache import BlockCosts
-from vllm_sim.perf.vision import VisionTower
 from vllm_sim.model_files import find_model_folder, read_json
 from vllm_sim.perf import (
     PRESETS,
@@ -49,6 +48,7 @@ from vllm_sim.perf.kv_spec import (
     ssm_state_dtype_bytes,
 )
 from vllm_sim.perf.quant import WeightPrecision, quantization_config, weight_precision
+from vllm_sim.perf.vision import VisionTower
 
 GIB = float(1 << 30)
 # vLLM 0.32's KV connectors that implement SupportsHMA (the hybrid KV cache manager);
