@@ -126,7 +126,10 @@ class Replay:
         self.trace = trace
         self.clock = VirtualClock()
         self.tokenizer = tokenizer or SimulatedTokenizer()
-        self.engines = [self._engine(rank, step_model) for rank in range(instances)]
+        # Each instance is --data-parallel-size ranks, an engine each, as vLLM's data
+        # parallelism runs them (with expert parallelism sharing their experts).
+        ranks = instances * cfg.data_parallel_size
+        self.engines = [self._engine(rank, step_model) for rank in range(ranks)]
         # P/D: the first `prefill` instances prefill, the others decode.
         self.prefill = 0
         if router == "pd":
@@ -202,6 +205,8 @@ class Replay:
             "prefix_caching": cfg.enable_prefix_caching,
             "speculative_config": cfg.speculative_config,
             "spec_acceptance_rate": cfg.spec_acceptance_rate if cfg.speculative_config else None,
+            "data_parallel_size": cfg.data_parallel_size,
+            "enable_expert_parallel": cfg.enable_expert_parallel,
             "sample_interval": self.sample_interval,
         }
 
