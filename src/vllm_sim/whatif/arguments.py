@@ -4,7 +4,7 @@ error), and reading a server flag's value from the flags passed through."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 def positive_int(text: str) -> int:
@@ -12,6 +12,32 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An integer from `low` to `high`: argparse's one-line error outside them."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, not {value}")
+        return value
+
+    parse.__name__ = "integer"  # argparse's "invalid integer value" for a non-number
+    return parse
+
+
+def bounded_float(low: float, high: float) -> Callable[[str], float]:
+    """A finite number from `low` to `high`: argparse's one-line error outside them."""
+
+    def parse(text: str) -> float:
+        value = float(text)
+        if not low <= value <= high:  # NaN included
+            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}, not {text}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
 
 
 def positive_float(text: str) -> float:

@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vllm_sim.whatif import plan as planning
-from vllm_sim.whatif.arguments import flag_value, positive_int
+from vllm_sim.whatif.arguments import bounded_int, flag_value, positive_int
+from vllm_sim.whatif.interrupts import Interrupts
+from vllm_sim.whatif.outdir import OutFolder, OutFolderError
 from vllm_sim.whatif.report import frontier_rows, write_plan
 from vllm_sim.whatif.routers import ROUTERS
 from vllm_sim.whatif.trace import TRACE_FORMATS, TraceError, read_trace
@@ -52,7 +54,10 @@ def plan_parser() -> argparse.ArgumentParser:
         help="max-num-batched-tokens values (default 2048,8192)",
     )
     parser.add_argument(
-        "--max-replicas", type=positive_int, default=64, help="replicas at most (default 64)"
+        "--max-replicas",
+        type=bounded_int(1, planning.MAX_REPLICAS),
+        default=64,
+        help=f"replicas at most (default 64, at most {planning.MAX_REPLICAS})",
     )
     parser.add_argument(
         "--router", choices=ROUTERS, default="least-requests", help="the fleet's router"
@@ -75,6 +80,27 @@ def plan_parser() -> argparse.ArgumentParser:
 
 def plan_main(argv: Sequence[str]) -> int:
     args, server_flags = plan_parser().parse_known_args(list(argv))
+    with Interrupts() as interrupts:
+        out: OutFolder | None = None
+        try:
+            out = OutFolder.prepare(args.out)  # before any compute: a bad --out is one line
+            return _plan(args, server_flags, out, interrupts)
+        except OutFolderError as error:
+            print(f"vllm-sim plan: {error}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(
+                f"vllm-sim plan: interrupted ({interrupts.name}); nothing written", file=sys.stderr
+            )
+            return interrupts.exit_status
+        finally:
+            if out is not None:
+                out.discard()
+
+
+def _plan(
+    args: argparse.Namespace, server_flags: list[str], out: OutFolder, interrupts: Interrupts
+) -> int:
     try:
         slo = planning.parse_slo(args.slo)
         gpus = _names(args.gpu)
@@ -114,15 +140,33 @@ def plan_main(argv: Sequence[str]) -> int:
         for c in jobs_of
     ]
     result = planning.plan(jobs, slo, executor)
-    write_plan(result, args.out, not args.no_plots)
+    # A partial plan is written at once: no picture (matplotlib takes seconds).
+    write_plan(result, out, not args.no_plots and not result.partial)
     print(_plan_text(result, args.out))
+    if result.partial:
+        searched = len(jobs) - len(result.unsearched)
+        print(
+            f"vllm-sim plan: interrupted ({interrupts.name}): wrote a partial plan ({searched} "
+            f"of {len(jobs)} candidates searched) to {args.out}",
+            file=sys.stderr,
+        )
+        return interrupts.exit_status
     return 0 if result.best is not None else 1
 
 
 def _plan_text(result: planning.Plan, folder: Path) -> str:
     header, rows = frontier_rows(result)
+    partial = (
+        [
+            f"PARTIAL PLAN: interrupted with {len(result.unsearched)} of "
+            f"{len(result.results) + len(result.unsearched)} candidates not searched; the "
+            "plan below is the best of those searched"
+        ]
+        if result.partial
+        else []
+    )
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    lines = [
+    lines = partial + [
         "  ".join(str(c).rjust(w) for c, w in zip(row, widths, strict=True))
         for row in [header, *rows]
     ]
