@@ -4,7 +4,17 @@ error), and reading a server flag's value from the flags passed through."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, its refusals one line on stderr (the usage in brackets), status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message} (usage: {self.usage})", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def positive_int(text: str) -> int:

@@ -18,20 +18,29 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from vllm_sim.config import ConfigError, HelpRequested, load_startup
-from vllm_sim.whatif.arguments import flag_value, positive_float, positive_int
+from vllm_sim.whatif.arguments import (
+    OneLineParser,
+    bounded_float,
+    bounded_int,
+    flag_value,
+    positive_float,
+    positive_int,
+)
 from vllm_sim.whatif.interrupts import Interrupts
 from vllm_sim.whatif.outdir import OutFolder, OutFolderError
 from vllm_sim.whatif.output import RequestStream, write_run
 from vllm_sim.whatif.prompts import SMALLEST_VOCABULARY, VOCABULARY_SPAN
-from vllm_sim.whatif.results import RunResult
+from vllm_sim.whatif.results import MAX_SAMPLES, RunResult
 from vllm_sim.whatif.routers import ROUTERS
 from vllm_sim.whatif.trace import TRACE_FORMATS, Trace, TraceError, read_trace
 
 REPLAY_USAGE = "vllm-sim replay TRACE [options] [server flags]"
+MAX_INSTANCES = 1024  # a fleet's replay holds every instance's engine in one process
+MIN_SAMPLE_INTERVAL = 0.001
 
 
 def replay_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="vllm-sim replay",
         usage=REPLAY_USAGE,
         description=(
@@ -43,14 +52,17 @@ def replay_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("trace", type=Path, help="Mooncake JSONL, CSV, or OpenAI-request JSONL")
     parser.add_argument(
-        "--instances", type=positive_int, default=1, help="simulated instances (default 1)"
+        "--instances",
+        type=bounded_int(1, MAX_INSTANCES),
+        default=1,
+        help=f"simulated instances (default 1, at most {MAX_INSTANCES})",
     )
     parser.add_argument(
         "--router", choices=ROUTERS, default="round-robin", help="how requests pick an instance"
     )
     parser.add_argument(
         "--prefill-instances",
-        type=positive_int,
+        type=bounded_int(1, MAX_INSTANCES),
         help="with --router pd: how many of the instances prefill (default half)",
     )
     parser.add_argument(
@@ -73,9 +85,11 @@ def replay_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--sample-interval",
-        type=positive_float,
+        type=bounded_float(MIN_SAMPLE_INTERVAL, 86400.0),
         default=1.0,
-        help="seconds between two samples of the fleet (default 1)",
+        help=f"seconds between two samples of the fleet (default 1, at least "
+        f"{MIN_SAMPLE_INTERVAL:g}; a run keeps at most {MAX_SAMPLES:,} samples, widening "
+        "the interval as it goes past them)",
     )
     parser.add_argument(
         "--no-plots", action="store_true", help="no PNG pictures (the HTML report keeps its tables)"

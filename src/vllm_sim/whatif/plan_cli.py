@@ -16,20 +16,23 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vllm_sim.whatif import plan as planning
-from vllm_sim.whatif.arguments import bounded_int, flag_value, positive_int
+from vllm_sim.whatif.arguments import OneLineParser, bounded_int, flag_value, positive_int
 from vllm_sim.whatif.interrupts import Interrupts
 from vllm_sim.whatif.outdir import OutFolder, OutFolderError
 from vllm_sim.whatif.report import frontier_rows, write_plan
 from vllm_sim.whatif.routers import ROUTERS
 from vllm_sim.whatif.trace import TRACE_FORMATS, TraceError, read_trace
 
+MAX_WORKERS = 256
+MAX_CHOICE = 1 << 20  # a --tp / --max-num-seqs / --max-num-batched-tokens value at most
+MAX_CHOICES = 64  # values in one of those lists at most
 PLAN_USAGE = (
     "vllm-sim plan --trace TRACE --slo METRIC=LIMIT,... --gpu GPU[,GPU...] [options] [server flags]"
 )
 
 
 def plan_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="vllm-sim plan",
         usage=PLAN_USAGE,
         description=(
@@ -71,7 +74,9 @@ def plan_parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=Path("plan-out"), help="output folder (default plan-out)"
     )
     parser.add_argument(
-        "--workers", type=positive_int, help="local worker processes (default: one per core)"
+        "--workers",
+        type=bounded_int(1, MAX_WORKERS),
+        help=f"local worker processes (default: one per core, at most {MAX_WORKERS})",
     )
     parser.add_argument("--ray", metavar="ADDRESS", help="run the search on this Ray cluster")
     parser.add_argument("--no-plots", action="store_true", help="no PNG picture of the frontier")
@@ -234,6 +239,8 @@ def _ints(text: str, flag: str) -> list[int]:
         raise ValueError(f"{flag} must be comma-separated integers, not {text!r}") from None
     if not values or min(values) < 1:
         raise ValueError(f"{flag} must list positive integers")
+    if max(values) > MAX_CHOICE or len(values) > MAX_CHOICES:
+        raise ValueError(f"{flag} lists at most {MAX_CHOICES} values, each at most {MAX_CHOICE}")
     return values
 
 

@@ -51,6 +51,10 @@ class Sample:
     running_per_instance: list[int] = field(default_factory=list)
 
 
+# Samples a run keeps at most: past them every other one is dropped and the interval
+# doubles, so that a tiny interval over a long trace cannot fill the memory.
+MAX_SAMPLES = 100_000
+
 SAMPLE_COLUMNS = ("time", "running", "waiting", "kv_usage", "preemptions", "finished")
 
 # The latencies a summary reduces, each over the requests that have it.

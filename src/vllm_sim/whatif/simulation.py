@@ -44,7 +44,7 @@ from vllm_sim.server.build import (
 from vllm_sim.server.step_timing import Coefficients, StepTiming, timed_config
 from vllm_sim.whatif.clock import VirtualClock
 from vllm_sim.whatif.prompts import VOCABULARY_SPAN, prompt_ids
-from vllm_sim.whatif.results import RequestRecord, RunResult, Sample
+from vllm_sim.whatif.results import MAX_SAMPLES, RequestRecord, RunResult, Sample
 from vllm_sim.whatif.routers import Router, RouterName
 from vllm_sim.whatif.trace import Trace, TraceRequest
 
@@ -356,6 +356,9 @@ class Replay:
                 running,
             )
         )
+        if len(self.samples) >= MAX_SAMPLES:  # bounded: every other one, twice the interval
+            del self.samples[1::2]
+            self.sample_interval *= 2
         if self._open or self._held or self._next < len(self.trace.requests):
             self.clock.call_at(self.clock.now() + self.sample_interval, self._sample)
 

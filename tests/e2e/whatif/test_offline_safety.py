@@ -248,3 +248,51 @@ def test_a_killed_plan_leaves_no_worker(tmp_path: Path) -> None:
     process.kill()
     process.communicate(timeout=30)
     _wait_for(lambda: _marked(str(out)) == [], "the workers to die", timeout=STOP_BOUND)
+
+
+# --- bad input and bounded flags ---------------------------------------------------------
+
+
+def test_a_length_of_ten_to_the_twelve_is_a_skipped_line_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    lines = mooncake(tmp_path / "t.jsonl", 4).read_text().splitlines()
+    lines.insert(1, '{"timestamp": 50, "input_length": 1000000000000, "output_length": 4}')
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    run = run_cli(["replay", trace, "--out", out, "--quiet", "--no-plots", *SMALL_SERVER])
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    assert "skipped line 2: input_length" in run.stderr
+    assert json.loads((out / "result.json").read_text())["summary"]["completed"] == 4
+
+
+PLAN = ["plan", "--trace", "t.jsonl", "--slo", "ttft_p99=1s", "--gpu", "H100"]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["replay", "t.jsonl", "--sample-interval", "1e-9"], "--sample-interval"),
+        (["replay", "t.jsonl", "--sample-interval", "nan"], "--sample-interval"),
+        (["replay", "t.jsonl", "--instances", "1000000"], "--instances"),
+        (
+            [*PLAN, "--max-replicas", "1000000"],
+            "--max-replicas",
+        ),
+        (
+            [*PLAN, "--max-num-seqs-choices", "1000000000"],
+            "--max-num-seqs-choices",
+        ),
+    ],
+)
+def test_a_numeric_flag_out_of_bounds_is_one_line(
+    tmp_path: Path, args: list[str], named: str
+) -> None:
+    mooncake(tmp_path / "t.jsonl", 4)
+    started = time.monotonic()
+    run = run_cli([*args, *SMALL_SERVER], cwd=tmp_path)
+    assert named in one_line(run, args[0])
+    assert time.monotonic() - started < 20
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
