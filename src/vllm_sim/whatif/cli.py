@@ -23,6 +23,7 @@ from vllm_sim.whatif.arguments import (
     bounded_float,
     bounded_int,
     flag_value,
+    offline_config,
     positive_float,
     positive_int,
 )
@@ -212,7 +213,7 @@ def _run(
     from vllm_sim.whatif.simulation import Replay
 
     try:
-        cfg = load_startup(flags, os.environ).config
+        cfg = offline_config(load_startup(flags, os.environ).config, flags)
     except HelpRequested:
         raise ConfigError("server flags cannot ask for --help here: see vllm-sim --help") from None
     tokenizer = None
@@ -255,12 +256,10 @@ def _failures_line(result: RunResult) -> str | None:
     if not failed:
         return None
     reasons = Counter(
-        "interrupted"
-        if r.error == "interrupted"
-        else "unfinished"
-        if r.error == "unfinished"
-        else "refused"
-        if r.instance < 0
+        r.error
+        if r.error in ("interrupted", "unfinished")
+        else "refused"  # never scheduled: refused on arrival (a full queue, a bad request)
+        if r.queue_time is None and r.ttft is None
         else "failed"
         for r in failed
     )

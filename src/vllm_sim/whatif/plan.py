@@ -28,6 +28,7 @@ from typing import Any
 
 from vllm_sim.config import ConfigError, load_config
 from vllm_sim.config.gpu import resolve_gpu
+from vllm_sim.whatif.arguments import offline_config
 from vllm_sim.whatif.results import LATENCIES
 from vllm_sim.whatif.routers import RouterName
 from vllm_sim.whatif.trace import Trace, TraceFormat, read_trace
@@ -140,7 +141,8 @@ def search_candidate(job: PlanJob) -> CandidateResult:
 
     environ = dict(job.environ)
     try:
-        cfg = load_config([*job.server_flags, *job.candidate.flags()], environ)
+        flags = [*job.server_flags, *job.candidate.flags()]
+        cfg = offline_config(load_config(flags, environ), flags)
         refuse_phases(cfg)
         timed_config(cfg, environ)  # the model must fit: ConfigError otherwise
     except ConfigError as error:

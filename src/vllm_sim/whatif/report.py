@@ -120,6 +120,7 @@ def write_html(result: RunResult, folder: Path | OutFolder, pictures: Sequence[P
         "padding:4px 10px;text-align:right}td:first-child,th:first-child{text-align:left}"
         "img{max-width:100%}</style></head><body>",
         f"<h1>vllm-sim {html.escape(result.kind)} report</h1>",
+        *_notices(result),
         _table(["setting", "value"], [(k, str(v)) for k, v in result.settings.items()]),
         _table(["summary", ""], rows),
         _table(
@@ -140,6 +141,24 @@ def write_html(result: RunResult, folder: Path | OutFolder, pictures: Sequence[P
             parts.append(f"<p>and {more} more (result.json lists them all)</p>")
     parts.append("</body></html>\n")
     return _folder(folder).write_text(REPORT_HTML, "".join(parts))
+
+
+def _notices(result: RunResult) -> list[str]:
+    """What must be read first: a partial run, requests that did not complete."""
+    notices = []
+    summary = result.summary
+    if result.partial:
+        notices.append(
+            f"<p><strong>Partial result:</strong> the run was interrupted at "
+            f"{result.stopped_at or 0.0:.1f} s of simulated time; {summary.requests} of "
+            f"{result.trace_requests} trace requests had arrived.</p>"
+        )
+    if summary.failed:
+        notices.append(
+            f"<p><strong>{summary.failed} of {summary.requests} requests did not "
+            "complete</strong> (their errors are in requests.csv).</p>"
+        )
+    return notices
 
 
 def _latency_row(name: str, dist: Distribution | None) -> tuple[str, ...]:

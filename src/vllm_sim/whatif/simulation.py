@@ -214,6 +214,7 @@ class Replay:
             "tensor_parallel_size": cfg.tensor_parallel_size,
             "max_num_seqs": cfg.max_num_seqs,
             "max_num_batched_tokens": cfg.max_num_batched_tokens,
+            "max_waiting_queue_length": cfg.max_waiting_queue_length,
             "num_gpu_blocks": cfg.kv_cache_size,
             "block_size": cfg.block_size,
             "prefix_caching": cfg.enable_prefix_caching,

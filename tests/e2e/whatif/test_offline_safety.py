@@ -296,3 +296,45 @@ def test_a_numeric_flag_out_of_bounds_is_one_line(
     assert named in one_line(run, args[0])
     assert time.monotonic() - started < 20
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+
+
+# --- defaults ----------------------------------------------------------------------------
+
+
+def _burst(path: Path, count: int) -> Path:
+    lines = [
+        json.dumps({"timestamp": 0, "input_length": 16, "output_length": 2}) for _ in range(count)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+TIMED_SERVER = [*LLAMA_8B, "--timing-model", "roofline", "--max-num-seqs", "64"]
+
+
+def test_a_replay_has_no_waiting_queue_cap_unless_set(tmp_path: Path) -> None:
+    """1,500 requests at once on 64 sequences: vLLM queues them all (the server's default
+    cap of 1,000 waiting refused 500 of them); the setting is reported."""
+    trace = _burst(tmp_path / "burst.jsonl", 1500)
+    out = tmp_path / "out"
+    run = run_cli(["replay", trace, "--out", out, "--quiet", "--no-plots", *TIMED_SERVER])
+    assert run.returncode == 0, run.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert result["summary"]["failed"] == 0
+    assert result["settings"]["max_waiting_queue_length"] == 10_000_000
+    assert not run.stdout.startswith("WARNING")
+
+
+def test_refused_requests_lead_the_summary(tmp_path: Path) -> None:
+    trace = _burst(tmp_path / "burst.jsonl", 400)
+    out = tmp_path / "out"
+    args = ["replay", trace, "--out", out, "--quiet", "--no-plots", *TIMED_SERVER]
+    run = run_cli([*args, "--max-waiting-queue-length", "100"])
+    assert run.returncode == 0, run.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert result["settings"]["max_waiting_queue_length"] == 100
+    refused = result["summary"]["failed"]
+    assert refused == 300  # all arrive before a step: 100 wait, the rest are refused
+    first = run.stdout.splitlines()[0]
+    assert first.startswith(f"WARNING: {refused} of 400 requests did not complete")
+    assert "refused" in first and "queue is full" in first
