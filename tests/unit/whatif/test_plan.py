@@ -421,3 +421,24 @@ def test_a_monotonic_search_still_bisects_to_the_fewest() -> None:
     assert passing is not None and passing.replicas == 10
     assert failing is not None and failing.replicas == 9
     assert len(tried) <= 9
+
+
+def test_an_interrupted_search_keeps_the_candidates_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KeyboardInterrupt during the second candidate (one worker, in this process): the
+    plan is partial, with the first candidate's result and the others unsearched."""
+    jobs = [job(Candidate("H100", tp, 64, 2048), "ttft_p99=1s") for tp in (1, 2, 4)]
+    done = CandidateResult(jobs[0].candidate, None, None, skipped="stub")
+    calls = iter([done])
+
+    def fake(one: PlanJob) -> CandidateResult:
+        result = next(calls, None)
+        if result is None:
+            raise KeyboardInterrupt
+        return result
+
+    monkeypatch.setattr(planning, "search_candidate", fake)
+    result = planning.plan(jobs, parse_slo("ttft_p99=1s"), planning.local_executor(1))
+    assert result.partial
+    assert result.results == [done]
+    assert result.unsearched == [j.candidate for j in jobs[1:]]
+    assert result.to_json()["partial"] is True
