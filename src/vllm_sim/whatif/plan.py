@@ -127,10 +127,15 @@ _TRACES: dict[tuple[str, str, int | None], Trace] = {}
 
 
 def _trace(job: PlanJob) -> Trace:
-    key = (job.trace_path, job.trace_format, job.limit)
+    return load_trace(job.trace_path, job.trace_format, job.limit)
+
+
+def load_trace(path: str, fmt: TraceFormat, limit: int | None) -> Trace:
+    """The trace, read once per process (a pool's forked workers inherit the parent's)."""
+    key = (path, fmt, limit)
     trace = _TRACES.get(key)
     if trace is None:
-        trace = _TRACES[key] = read_trace(Path(job.trace_path), job.trace_format, limit=job.limit)
+        trace = _TRACES[key] = read_trace(Path(path), fmt, limit=limit)
     return trace
 
 

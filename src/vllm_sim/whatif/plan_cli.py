@@ -21,7 +21,7 @@ from vllm_sim.whatif.interrupts import Interrupts
 from vllm_sim.whatif.outdir import OutFolder, OutFolderError
 from vllm_sim.whatif.report import frontier_rows, write_plan
 from vllm_sim.whatif.routers import ROUTERS
-from vllm_sim.whatif.trace import TRACE_FORMATS, TraceError, read_trace
+from vllm_sim.whatif.trace import TRACE_FORMATS, TraceError
 
 MAX_WORKERS = 256
 MAX_CHOICE = 1 << 20  # a --tp / --max-num-seqs / --max-num-batched-tokens value at most
@@ -117,7 +117,8 @@ def _plan(
             _ints(args.max_num_seqs_choices, "--max-num-seqs-choices"),
             _ints(args.max_num_batched_tokens_choices, "--max-num-batched-tokens-choices"),
         )
-        read_trace(args.trace, args.trace_format, limit=args.limit)  # a bad trace stops here
+        # A bad trace stops here; read once, the forked workers share it.
+        planning.load_trace(str(args.trace), args.trace_format, args.limit)
         _profile_warnings(flag_value(server_flags, "--timing-profile"), gpus, spec_file)
         executor = (
             planning.ray_executor(args.ray)
