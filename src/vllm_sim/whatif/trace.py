@@ -13,6 +13,8 @@ Three formats, told apart by the file (or `--format`):
 A line that cannot be read is a problem with its line number; the rest of the trace still
 runs unless the reader is strict (`--strict` refuses the trace at its first bad line).
 Every number is range-checked: finite (no NaN or Infinity), non-negative, and below a cap:
+- lines at most `MAX_LINE_CHARS` (2^26) characters (a longer one is read in pieces
+  and dropped, never held whole);
 - token counts (prompt, output, max_tokens) from 1 to `MAX_TOKENS` (10^7);
 - `hash_ids`: at most `MAX_TOKENS / 512 + 1` of them, each below 2^63;
 - times: at most `MAX_TIMESTAMP_MS` (10^13 ms, i.e. 10^10 s: epoch times included), and
@@ -47,6 +49,7 @@ MAX_HASH_IDS = MAX_TOKENS // MOONCAKE_BLOCK + 1
 MAX_HASH_ID = 2**63 - 1
 MAX_TIMESTAMP_MS = 1e13
 MAX_SPAN_SECONDS = 30 * 86400.0
+MAX_LINE_CHARS = 1 << 26  # 64 Mi characters: a longer line is a bad line, read in pieces
 
 _ARRIVAL_S = ("arrival_s", "arrival", "arrival_time")
 _ARRIVAL_MS = ("timestamp", "timestamp_ms")
@@ -257,13 +260,20 @@ def _format_of(path: Path) -> TraceFormat:
 
 def _json_rows(path: Path) -> Iterator[tuple[int, object]]:
     with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, text in enumerate(handle, 1):
+        number = 0
+        while text := handle.readline(MAX_LINE_CHARS):
+            number += 1
+            if len(text) == MAX_LINE_CHARS and not text.endswith("\n"):
+                while (rest := handle.readline(MAX_LINE_CHARS)) and not rest.endswith("\n"):
+                    pass  # the rest of the line, read and dropped a bounded piece at a time
+                yield number, _BadLine(f"longer than {MAX_LINE_CHARS} characters")
+                continue
             if not text.strip():
                 continue
             try:
                 yield number, json.loads(text)
-            except ValueError as error:
-                yield number, _BadLine(f"not JSON ({error})")
+            except (ValueError, RecursionError) as error:
+                yield number, _BadLine(f"not JSON ({_shown(str(error))})")
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, object]]:
@@ -272,8 +282,19 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, object]]:
         handle.seek(0)
         delimiter = "\t" if "\t" in sample.split("\n", 1)[0] else ","
         reader = csv.DictReader(handle, delimiter=delimiter)
-        for row in reader:
-            yield reader.line_num, row
+        last = 0
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as error:  # a field over csv's size limit, a stray NUL...
+                # The reader does not count the line it fails on.
+                last = reader.line_num if reader.line_num > last else last + 1
+                yield last, _BadLine(f"not CSV ({error})")
+                continue
+            last = reader.line_num
+            yield last, row
 
 
 def _mooncake(number: int, row: object) -> TraceRequest:

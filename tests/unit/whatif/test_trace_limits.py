@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from vllm_sim.whatif import trace as trace_module
 from vllm_sim.whatif.trace import MAX_TOKENS, TraceError, read_trace
 
 
@@ -146,3 +147,30 @@ def test_a_large_trace_is_held_in_compact_columns(tmp_path: Path) -> None:
     assert int(read) == count
     assert float(per_request) < 150, run.stdout
     assert second.split() == [str(count), f"{10 * (count - 1) / 1000.0}", "2048", "4"]
+
+
+def test_a_line_past_the_length_cap_is_a_bad_line_never_held_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(trace_module, "MAX_LINE_CHARS", 100)
+    long = json.dumps({"timestamp": 5, "input_length": 64, "output_length": 4, "x": "y" * 500})
+    path = write(tmp_path / "t.jsonl", [mooncake(0), long, mooncake(10)])
+    trace = read_trace(path, fmt="mooncake")
+    assert [r.line for r in trace.requests] == [1, 3]
+    assert trace.problems == ["line 2: longer than 100 characters"]
+
+
+def test_json_nested_past_the_recursion_limit_is_a_bad_line(tmp_path: Path) -> None:
+    path = write(tmp_path / "t.jsonl", [mooncake(0), "[" * 100_000, mooncake(10)])
+    trace = read_trace(path, fmt="mooncake")
+    assert [r.line for r in trace.requests] == [1, 3]
+    assert trace.problems[0].startswith("line 2: not JSON")
+
+
+def test_a_csv_field_past_csvs_limit_is_a_bad_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    huge = "9" * 200_000
+    path.write_text(f"arrival_s,input_tokens,output_tokens\n0,64,4\n0.5,{huge},4\n1,64,4\n")
+    trace = read_trace(path)
+    assert [r.line for r in trace.requests] == [2, 4]
+    assert trace.problems[0].startswith("line 3: not CSV")
