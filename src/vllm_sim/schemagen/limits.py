@@ -12,17 +12,20 @@ Schemas come from clients, so a ~300-byte schema must not be able to freeze the 
 - `MAX_NODES` (10,000): values generated in one synthesis, nested values, retries and the
   copied values of `const` and `enum` included (ten nested arrays of `minItems: 10` would
   need 10^10).
-- `DEADLINE_SECONDS` (0.03): the last resort, in CPU time of the calling thread less the
-  time spent in garbage collection (so that neither other processes on a busy machine nor
-  a collection of a large heap make a normal schema fail). Synthesis runs on the event
-  loop, which must keep answering `/health` within 50 ms while the worst request runs;
-  the heaviest schema of the test corpus takes about 3 ms (11 ms at worst, on a busy
-  machine), so a schema past the deadline is not a legitimate one. The walk checks
-  the clock at its loop heads (each value, each pattern attempt, each `$ref`/`allOf`
-  step, each `anyOf` branch tried, each character a pattern check reads, every 64 atoms
-  a pattern parse reads, every 1,024 automaton states built and values of one keyword
-  read, see `paced`) and raises `SynthesisTooExpensive` past it. Steps between two checks
-  are bounded by the other limits, so a synthesis overruns by at most a few ms.
+- `DEADLINE_SECONDS` (0.03): the last resort, in CPU time of the calling thread, with the
+  garbage collector paused while a budget runs (so that neither other processes on a busy
+  machine nor a collection of a large heap make a normal schema fail; the garbage of one
+  bounded synthesis waits for the next collection). No `gc.callbacks` hook measures the
+  collections instead: an interrupt (KeyboardInterrupt) raised while such a hook runs is
+  swallowed by the collector, so Ctrl-C could be lost in any program importing this.
+  Synthesis runs on the event loop, which must keep answering `/health` within 50 ms while
+  the worst request runs; the heaviest schema of the test corpus takes about 3 ms (11 ms
+  at worst, on a busy machine), so a schema past the deadline is not a legitimate one. The
+  walk checks the clock at its loop heads (each value, each pattern attempt, each
+  `$ref`/`allOf` step, each `anyOf` branch tried, each character a pattern check reads,
+  every 64 atoms a pattern parse reads, every 1,024 automaton states built and values of
+  one keyword read, see `paced`) and raises `SynthesisTooExpensive` past it. Steps between
+  two checks are bounded by the other limits, so a synthesis overruns by at most a few ms.
 - `MAX_CHECK_LENGTH` (1,000) and `MAX_PATTERN_STATES` (10,000): user regexes never run on
   Python's backtracking `re` (which `^(a+)+$` makes exponential). A value is checked
   against a `pattern` by the linear-time automaton of `pattern.pattern_search`; a string
@@ -75,35 +78,19 @@ class _Budget:
     nodes: int = 0
 
 
-class _GcClock:
-    """CPU seconds spent in garbage collections, which the deadline leaves out: a full
-    collection of a large heap can take longer than a whole synthesis."""
-
-    spent = 0.0
-    started = 0.0
-
-    @classmethod
-    def callback(cls, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            cls.started = time.thread_time()
-        else:
-            cls.spent += time.thread_time() - cls.started
-
-
-gc.callbacks.append(_GcClock.callback)
-
-
 def _work_clock() -> float:
-    return time.thread_time() - _GcClock.spent
+    return time.thread_time()
 
 
 class _Scope:
-    """What a `budgeted` block shares: its budget, made when its first synthesis starts."""
+    """What a `budgeted` block shares: its budget, made when its first synthesis starts,
+    and whether it paused the garbage collector (resumed when the block ends)."""
 
-    __slots__ = ("budget",)
+    __slots__ = ("budget", "paused_gc")
 
     def __init__(self) -> None:
         self.budget: _Budget | None = None
+        self.paused_gc = False
 
 
 _CURRENT: ContextVar[_Scope | None] = ContextVar("schemagen_budget", default=None)
@@ -123,13 +110,19 @@ class budgeted:
 
     def __exit__(self, *_: object) -> None:
         if self._token is not None:
+            scope = _CURRENT.get()
             _CURRENT.reset(self._token)
+            if scope is not None and scope.paused_gc:
+                gc.enable()
 
 
 def start_budget() -> None:
     """Starts the deadline of the enclosing `budgeted` block, unless it has started."""
     scope = _CURRENT.get()
     if scope is not None and scope.budget is None:
+        if gc.isenabled():  # no collection counts against the deadline (see DEADLINE_SECONDS)
+            gc.disable()
+            scope.paused_gc = True
         now = time.perf_counter()
         scope.budget = _Budget(_work_clock() + DEADLINE_SECONDS, now + DEADLINE_SECONDS)
 

@@ -233,6 +233,15 @@ def _check_out(out: Path) -> None:
         raise _Refusal(f"--out {out}: no folder {folder}")
     if not os.access(folder, os.W_OK):
         raise _Refusal(f"--out {out}: the folder {folder} is not writable")
+    probe = folder / f".{out.name}.{os.getpid()}.probe"
+    try:  # a read-only mount, or a folder root may not write either: found before the fit
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0))
+        os.close(fd)
+        probe.unlink()
+    except OSError as error:
+        raise _Refusal(
+            f"--out {out}: the folder {folder} is not writable: {error.strerror or error}"
+        ) from None
 
 
 def _check_thin(measured: Measurements, holdout: float, seed: int) -> None:

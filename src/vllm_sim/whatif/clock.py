@@ -27,10 +27,11 @@ class VirtualTimer:
 class VirtualClock:
     """Simulated seconds from 0, advanced only by `run`."""
 
-    __slots__ = ("_heap", "_next", "_now")
+    __slots__ = ("_heap", "_next", "_now", "stopped")
 
     def __init__(self) -> None:
         self._now = 0.0
+        self.stopped = False  # set by `stop`: `run` returns after the callback running
         self._heap: list[tuple[float, int, VirtualTimer]] = []
         self._next = 0  # tie-break: callbacks due together run in the order queued
 
@@ -52,11 +53,17 @@ class VirtualClock:
         """Callbacks queued (cancelled ones included until their time comes)."""
         return len(self._heap)
 
+    def stop(self) -> None:
+        """Makes `run` return after the callback now running (safe from a signal handler:
+        it only sets a flag); the callbacks left stay queued."""
+        self.stopped = True
+
     def run(self) -> None:
-        """Runs every callback, those queued meanwhile included, until none is left."""
+        """Runs every callback, those queued meanwhile included, until none is left or
+        `stop` is called."""
         heap = self._heap
         pop = heapq.heappop
-        while heap:
+        while heap and not self.stopped:
             when, _, timer = pop(heap)
             callback = timer.callback
             if callback is None:

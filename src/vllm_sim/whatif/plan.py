@@ -17,20 +17,28 @@ import itertools
 import math
 import os
 import re
+import signal
+import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vllm_sim.config import ConfigError, load_config
 from vllm_sim.config.gpu import resolve_gpu
+from vllm_sim.whatif.arguments import offline_config
 from vllm_sim.whatif.results import LATENCIES
 from vllm_sim.whatif.routers import RouterName
 from vllm_sim.whatif.trace import Trace, TraceFormat, read_trace
 
 _STATS = ("mean", "p50", "p90", "p99")
 SLO_METRICS: tuple[str, ...] = tuple(f"{m}_{s}" for m in LATENCIES for s in _STATS)
+# --max-replicas at most: a fleet's replay holds every instance's engine in one process.
+MAX_REPLICAS = 1024
+# Fleet sizes tried one by one where a doubling did no better (see search_replicas).
+SCAN_REPLICAS = 8
 _DURATION = re.compile(r"^([0-9]*\.?[0-9]+)\s*(ms|s)?$")
 
 
@@ -119,10 +127,15 @@ _TRACES: dict[tuple[str, str, int | None], Trace] = {}
 
 
 def _trace(job: PlanJob) -> Trace:
-    key = (job.trace_path, job.trace_format, job.limit)
+    return load_trace(job.trace_path, job.trace_format, job.limit)
+
+
+def load_trace(path: str, fmt: TraceFormat, limit: int | None) -> Trace:
+    """The trace, read once per process (a pool's forked workers inherit the parent's)."""
+    key = (path, fmt, limit)
     trace = _TRACES.get(key)
     if trace is None:
-        trace = _TRACES[key] = read_trace(Path(job.trace_path), job.trace_format, limit=job.limit)
+        trace = _TRACES[key] = read_trace(Path(path), fmt, limit=limit)
     return trace
 
 
@@ -133,7 +146,8 @@ def search_candidate(job: PlanJob) -> CandidateResult:
 
     environ = dict(job.environ)
     try:
-        cfg = load_config([*job.server_flags, *job.candidate.flags()], environ)
+        flags = [*job.server_flags, *job.candidate.flags()]
+        cfg = offline_config(load_config(flags, environ), flags)
         refuse_phases(cfg)
         timed_config(cfg, environ)  # the model must fit: ConfigError otherwise
     except ConfigError as error:
@@ -154,19 +168,47 @@ def search_candidate(job: PlanJob) -> CandidateResult:
             point = points[replicas] = Point(job.candidate, replicas, cost, metrics, failed, meets)
         return point
 
+    passing, failing = search_replicas(run, slo, job.max_replicas)
+    return CandidateResult(job.candidate, passing, failing, points=sorted_points(points))
+
+
+def search_replicas(
+    run: Callable[[int], Point], slo: Mapping[str, float], max_replicas: int
+) -> tuple[Point | None, Point | None]:
+    """The fewest replicas that meet the SLO, and the most below them that do not (or,
+    when none meets, the largest fleet tried). The replicas double until a fleet meets
+    the SLO, then a bisection finds the fewest. More replicas can do worse (a router
+    that splits the prefix cache, a trace too short to fill a big fleet): when a
+    doubling does no better than the fleet before, the sizes between are tried one by
+    one (at most SCAN_REPLICAS of them), and after two doublings in a row that do no
+    better the search stops, as more replicas will not help."""
     low, high = 0, 1  # low fails (0 replicas always does), high is the next to try
-    while not run(high).meets:
-        if high >= job.max_replicas:
-            return CandidateResult(job.candidate, None, run(high), points=sorted_points(points))
-        low, high = high, min(high * 2, job.max_replicas)
+    previous: Point | None = None
+    stalled = 0
+    while True:
+        point = run(high)
+        if point.meets:
+            break
+        if previous is not None and point.worst_ratio(slo) >= previous.worst_ratio(slo):
+            for count in range(low + 1, min(high, low + 1 + SCAN_REPLICAS)):
+                if run(count).meets:
+                    return run(count), run(count - 1) if count > 1 else None
+            stalled += 1
+            if stalled >= 2:
+                return None, point
+        else:
+            stalled = 0
+        if high >= max_replicas:
+            return None, point
+        previous = point
+        low, high = high, min(high * 2, max_replicas)
     while high - low > 1:
         middle = (low + high) // 2
         if run(middle).meets:
             high = middle
         else:
             low = middle
-    failing = points.get(low) if low else None
-    return CandidateResult(job.candidate, points[high], failing, points=sorted_points(points))
+    return run(high), run(low) if low else None
 
 
 def sorted_points(points: Mapping[int, Point]) -> list[Point]:
@@ -177,6 +219,8 @@ def sorted_points(points: Mapping[int, Point]) -> list[Point]:
 class Plan:
     slo: dict[str, float]
     results: list[CandidateResult]
+    partial: bool = False  # interrupted: `unsearched` candidates were not (fully) searched
+    unsearched: list[Candidate] = field(default_factory=list)
 
     @property
     def frontier(self) -> list[Point]:
@@ -196,6 +240,8 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "partial": self.partial,
+            "unsearched": [asdict(c) for c in self.unsearched],
             "slo": self.slo,
             "best": None if self.best is None else asdict(self.best),
             "closest": None
@@ -241,14 +287,84 @@ def gpu_costs(
 Executor = Callable[[list[PlanJob]], list[CandidateResult]]
 
 
+class Interrupted(Exception):
+    """The search was stopped (SIGINT, SIGTERM): the candidates searched so far."""
+
+    def __init__(self, done: list[CandidateResult]) -> None:
+        super().__init__("interrupted")
+        self.done = done
+
+
 def local_executor(workers: int) -> Executor:
+    """Candidates in this process (one worker) or a pool of worker processes. On
+    KeyboardInterrupt the workers are terminated (none is left behind) and Interrupted
+    carries the candidates done."""
+
     def run(jobs: list[PlanJob]) -> list[CandidateResult]:
+        done: list[CandidateResult] = []
         if workers <= 1 or len(jobs) == 1:
-            return [search_candidate(job) for job in jobs]
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-            return list(pool.map(search_candidate, jobs))
+            try:
+                for job in jobs:
+                    done.append(search_candidate(job))
+            except KeyboardInterrupt:
+                raise Interrupted(done) from None
+            return done
+        pool = ProcessPoolExecutor(
+            max_workers=min(workers, len(jobs)),
+            initializer=_worker_setup,
+            initargs=(os.getpid(),),
+        )
+        interrupted = False
+        try:
+            futures = {pool.submit(search_candidate, job): i for i, job in enumerate(jobs)}
+            results: dict[int, CandidateResult] = {}
+            try:
+                for future in as_completed(futures):
+                    results[futures[future]] = future.result()
+            except KeyboardInterrupt:
+                interrupted = True
+                stop_workers(pool)
+                raise Interrupted([results[i] for i in sorted(results)]) from None
+            return [results[i] for i in range(len(jobs))]
+        finally:
+            pool.shutdown(wait=not interrupted, cancel_futures=True)
 
     return run
+
+
+def stop_workers(pool: ProcessPoolExecutor, grace: float = 0.5) -> None:
+    """Terminates the pool's worker processes (SIGTERM, then SIGKILL after `grace`
+    seconds) and waits for them: nothing is left running."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        process.terminate()
+    deadline = time.monotonic() + grace
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join(grace)
+
+
+def _worker_setup(parent: int) -> None:
+    """A worker leaves interrupts to its parent (a terminal's Ctrl-C reaches the whole
+    process group), dies on SIGTERM, and dies with its parent (Linux: the parent-death
+    signal; elsewhere the parent's pool ends it)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def ray_executor(address: str) -> Executor:
@@ -261,13 +377,24 @@ def ray_executor(address: str) -> Executor:
     def run(jobs: list[PlanJob]) -> list[CandidateResult]:
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
         remote = ray.remote(search_candidate)
-        return list(ray.get([remote.remote(job) for job in jobs]))
+        refs = [remote.remote(job) for job in jobs]
+        try:
+            return list(ray.get(refs))
+        except KeyboardInterrupt:
+            for ref in refs:
+                ray.cancel(ref, force=True)
+            raise Interrupted([]) from None
 
     return run
 
 
 def plan(jobs: list[PlanJob], slo: dict[str, float], executor: Executor) -> Plan:
-    return Plan(slo, executor(jobs))
+    try:
+        return Plan(slo, executor(jobs))
+    except Interrupted as stop:
+        searched = {r.candidate for r in stop.done}
+        unsearched = [j.candidate for j in jobs if j.candidate not in searched]
+        return Plan(slo, stop.done, partial=True, unsearched=unsearched)
 
 
 def default_workers() -> int:

@@ -16,18 +16,23 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vllm_sim.whatif import plan as planning
-from vllm_sim.whatif.arguments import flag_value, positive_int
+from vllm_sim.whatif.arguments import OneLineParser, bounded_int, flag_value, positive_int
+from vllm_sim.whatif.interrupts import Interrupts
+from vllm_sim.whatif.outdir import OutFolder, OutFolderError
 from vllm_sim.whatif.report import frontier_rows, write_plan
 from vllm_sim.whatif.routers import ROUTERS
-from vllm_sim.whatif.trace import TRACE_FORMATS, TraceError, read_trace
+from vllm_sim.whatif.trace import TRACE_FORMATS, TraceError
 
+MAX_WORKERS = 256
+MAX_CHOICE = 1 << 20  # a --tp / --max-num-seqs / --max-num-batched-tokens value at most
+MAX_CHOICES = 64  # values in one of those lists at most
 PLAN_USAGE = (
     "vllm-sim plan --trace TRACE --slo METRIC=LIMIT,... --gpu GPU[,GPU...] [options] [server flags]"
 )
 
 
 def plan_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="vllm-sim plan",
         usage=PLAN_USAGE,
         description=(
@@ -52,7 +57,10 @@ def plan_parser() -> argparse.ArgumentParser:
         help="max-num-batched-tokens values (default 2048,8192)",
     )
     parser.add_argument(
-        "--max-replicas", type=positive_int, default=64, help="replicas at most (default 64)"
+        "--max-replicas",
+        type=bounded_int(1, planning.MAX_REPLICAS),
+        default=64,
+        help=f"replicas at most (default 64, at most {planning.MAX_REPLICAS})",
     )
     parser.add_argument(
         "--router", choices=ROUTERS, default="least-requests", help="the fleet's router"
@@ -66,7 +74,9 @@ def plan_parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=Path("plan-out"), help="output folder (default plan-out)"
     )
     parser.add_argument(
-        "--workers", type=positive_int, help="local worker processes (default: one per core)"
+        "--workers",
+        type=bounded_int(1, MAX_WORKERS),
+        help=f"local worker processes (default: one per core, at most {MAX_WORKERS})",
     )
     parser.add_argument("--ray", metavar="ADDRESS", help="run the search on this Ray cluster")
     parser.add_argument("--no-plots", action="store_true", help="no PNG picture of the frontier")
@@ -75,6 +85,27 @@ def plan_parser() -> argparse.ArgumentParser:
 
 def plan_main(argv: Sequence[str]) -> int:
     args, server_flags = plan_parser().parse_known_args(list(argv))
+    with Interrupts() as interrupts:
+        out: OutFolder | None = None
+        try:
+            out = OutFolder.prepare(args.out)  # before any compute: a bad --out is one line
+            return _plan(args, server_flags, out, interrupts)
+        except OutFolderError as error:
+            print(f"vllm-sim plan: {error}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(
+                f"vllm-sim plan: interrupted ({interrupts.name}); nothing written", file=sys.stderr
+            )
+            return interrupts.exit_status
+        finally:
+            if out is not None:
+                out.discard()
+
+
+def _plan(
+    args: argparse.Namespace, server_flags: list[str], out: OutFolder, interrupts: Interrupts
+) -> int:
     try:
         slo = planning.parse_slo(args.slo)
         gpus = _names(args.gpu)
@@ -86,7 +117,8 @@ def plan_main(argv: Sequence[str]) -> int:
             _ints(args.max_num_seqs_choices, "--max-num-seqs-choices"),
             _ints(args.max_num_batched_tokens_choices, "--max-num-batched-tokens-choices"),
         )
-        read_trace(args.trace, args.trace_format, limit=args.limit)  # a bad trace stops here
+        # A bad trace stops here; read once, the forked workers share it.
+        planning.load_trace(str(args.trace), args.trace_format, args.limit)
         _profile_warnings(flag_value(server_flags, "--timing-profile"), gpus, spec_file)
         executor = (
             planning.ray_executor(args.ray)
@@ -114,15 +146,33 @@ def plan_main(argv: Sequence[str]) -> int:
         for c in jobs_of
     ]
     result = planning.plan(jobs, slo, executor)
-    write_plan(result, args.out, not args.no_plots)
+    # A partial plan is written at once: no picture (matplotlib takes seconds).
+    write_plan(result, out, not args.no_plots and not result.partial)
     print(_plan_text(result, args.out))
+    if result.partial:
+        searched = len(jobs) - len(result.unsearched)
+        print(
+            f"vllm-sim plan: interrupted ({interrupts.name}): wrote a partial plan ({searched} "
+            f"of {len(jobs)} candidates searched) to {args.out}",
+            file=sys.stderr,
+        )
+        return interrupts.exit_status
     return 0 if result.best is not None else 1
 
 
 def _plan_text(result: planning.Plan, folder: Path) -> str:
     header, rows = frontier_rows(result)
+    partial = (
+        [
+            f"PARTIAL PLAN: interrupted with {len(result.unsearched)} of "
+            f"{len(result.results) + len(result.unsearched)} candidates not searched; the "
+            "plan below is the best of those searched"
+        ]
+        if result.partial
+        else []
+    )
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    lines = [
+    lines = partial + [
         "  ".join(str(c).rjust(w) for c, w in zip(row, widths, strict=True))
         for row in [header, *rows]
     ]
@@ -190,6 +240,8 @@ def _ints(text: str, flag: str) -> list[int]:
         raise ValueError(f"{flag} must be comma-separated integers, not {text!r}") from None
     if not values or min(values) < 1:
         raise ValueError(f"{flag} must list positive integers")
+    if max(values) > MAX_CHOICE or len(values) > MAX_CHOICES:
+        raise ValueError(f"{flag} lists at most {MAX_CHOICES} values, each at most {MAX_CHOICE}")
     return values
 
 

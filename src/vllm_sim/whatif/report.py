@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vllm_sim.whatif.outdir import OutFolder, png_bytes
 from vllm_sim.whatif.plan import Plan
 from vllm_sim.whatif.results import Distribution, RunResult
 
@@ -28,10 +29,15 @@ def plotting_available() -> bool:
     return True
 
 
-def write_plots(result: RunResult, folder: Path) -> list[Path]:
+def _folder(folder: Path | OutFolder) -> OutFolder:
+    return folder if isinstance(folder, OutFolder) else OutFolder.prepare(folder)
+
+
+def write_plots(result: RunResult, folder: Path | OutFolder) -> list[Path]:
     """The run's PNG pictures in `folder`; none without matplotlib."""
     if not plotting_available():
         return []
+    out = _folder(folder)
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display is needed or wanted
@@ -39,19 +45,19 @@ def write_plots(result: RunResult, folder: Path) -> list[Path]:
 
     samples = result.samples
     times = [s.time for s in samples]
-    paths = [folder / name for name in PLOTS]
+    paths = [out.path / name for name in PLOTS]
 
     figure, axes = plt.subplots(figsize=(8, 3.5))
     axes.plot(times, [s.running for s in samples], label="running")
     axes.plot(times, [s.waiting for s in samples], label="waiting")
     axes.set(xlabel="time (s)", ylabel="requests", title="Running and waiting requests")
     axes.legend()
-    _save(figure, paths[0])
+    _save(figure, out, PLOTS[0])
 
     figure, axes = plt.subplots(figsize=(8, 3.5))
     axes.plot(times, [100 * s.kv_usage for s in samples], color="tab:purple")
     axes.set(xlabel="time (s)", ylabel="% of blocks", title="KV cache usage (mean of instances)")
-    _save(figure, paths[1])
+    _save(figure, out, PLOTS[1])
 
     figure, grid = plt.subplots(1, 3, figsize=(12, 3.5))
     done = [r for r in result.records if r.ok]
@@ -66,19 +72,20 @@ def write_plots(result: RunResult, folder: Path) -> list[Path]:
             ylabel="share of requests",
             title=f"{name.upper()} CDF",
         )
-    _save(figure, paths[2])
+    _save(figure, out, PLOTS[2])
     return paths
 
 
-def _save(figure: Any, path: Path) -> None:
+def _save(figure: Any, out: OutFolder, name: str) -> Path:
     import matplotlib.pyplot as plt
 
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    data = png_bytes(figure)
     plt.close(figure)
+    return out.write_bytes(name, data)
 
 
-def write_html(result: RunResult, folder: Path, pictures: Sequence[Path]) -> Path:
+def write_html(result: RunResult, folder: Path | OutFolder, pictures: Sequence[Path]) -> Path:
     """One self-contained page: settings, summary, latency table, pictures inlined."""
     summary = result.summary
     rows = [
@@ -113,6 +120,7 @@ def write_html(result: RunResult, folder: Path, pictures: Sequence[Path]) -> Pat
         "padding:4px 10px;text-align:right}td:first-child,th:first-child{text-align:left}"
         "img{max-width:100%}</style></head><body>",
         f"<h1>vllm-sim {html.escape(result.kind)} report</h1>",
+        *_notices(result),
         _table(["setting", "value"], [(k, str(v)) for k, v in result.settings.items()]),
         _table(["summary", ""], rows),
         _table(
@@ -132,9 +140,25 @@ def write_html(result: RunResult, folder: Path, pictures: Sequence[Path]) -> Pat
         if more > 0:
             parts.append(f"<p>and {more} more (result.json lists them all)</p>")
     parts.append("</body></html>\n")
-    path = folder / REPORT_HTML
-    path.write_text("".join(parts))
-    return path
+    return _folder(folder).write_text(REPORT_HTML, "".join(parts))
+
+
+def _notices(result: RunResult) -> list[str]:
+    """What must be read first: a partial run, requests that did not complete."""
+    notices = []
+    summary = result.summary
+    if result.partial:
+        notices.append(
+            f"<p><strong>Partial result:</strong> the run was interrupted at "
+            f"{result.stopped_at or 0.0:.1f} s of simulated time; {summary.requests} of "
+            f"{result.trace_requests} trace requests had arrived.</p>"
+        )
+    if summary.failed:
+        notices.append(
+            f"<p><strong>{summary.failed} of {summary.requests} requests did not "
+            "complete</strong> (their errors are in requests.csv).</p>"
+        )
+    return notices
 
 
 def _latency_row(name: str, dist: Distribution | None) -> tuple[str, ...]:
@@ -187,25 +211,27 @@ def frontier_rows(result: Plan) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def write_plan(result: Plan, folder: Path, plots: bool) -> list[Path]:
+def write_plan(result: Plan, folder: Path | OutFolder, plots: bool) -> list[Path]:
     """plan.json, plan.csv (the frontier) and frontier.png in `folder`."""
     import csv
     import json
 
-    folder.mkdir(parents=True, exist_ok=True)
-    written = [folder / PLAN_JSON, folder / PLAN_CSV]
-    written[0].write_text(json.dumps(result.to_json(), indent=1) + "\n")
+    out = _folder(folder)
+    written = [out.write_text(PLAN_JSON, json.dumps(result.to_json(), indent=1) + "\n")]
     header, rows = frontier_rows(result)
-    with written[1].open("w", newline="") as handle:
-        out = csv.writer(handle)
-        out.writerow(header)
-        out.writerows(rows)
+    with out.stage(PLAN_CSV) as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    written.append(out.path / PLAN_CSV)
     if plots and plotting_available() and result.frontier:
-        written.append(_frontier_png(result, folder / PLAN_PNG))
+        written.append(_frontier_png(result, out))
+    else:
+        out.remove(PLAN_PNG)  # an earlier plan's picture is not this one's
     return written
 
 
-def _frontier_png(result: Plan, path: Path) -> Path:
+def _frontier_png(result: Plan, out: OutFolder) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -225,5 +251,4 @@ def _frontier_png(result: Plan, path: Path) -> Path:
         axes.axhline(1000 * result.slo[name], color="tab:red", linestyle="--", label="limit")
         axes.set(xlabel="$ per hour", ylabel=f"{name} (ms)", title=f"{name} by fleet cost")
         axes.legend()
-    _save(figure, path)
-    return path
+    return _save(figure, out, PLAN_PNG)

@@ -51,6 +51,10 @@ class Sample:
     running_per_instance: list[int] = field(default_factory=list)
 
 
+# Samples a run keeps at most: past them every other one is dropped and the interval
+# doubles, so that a tiny interval over a long trace cannot fill the memory.
+MAX_SAMPLES = 100_000
+
 SAMPLE_COLUMNS = ("time", "running", "waiting", "kv_usage", "preemptions", "finished")
 
 # The latencies a summary reduces, each over the requests that have it.
@@ -167,6 +171,11 @@ class RunResult:
     problems: list[str]  # trace lines that could not be read
     wall_seconds: float  # the run's own real time
     summary: Summary = field(init=False)
+    # An interrupted run: what it had when stopped (requests still open marked
+    # "interrupted"), at `stopped_at` seconds of its time, of `trace_requests` in the trace.
+    partial: bool = field(default=False, init=False)
+    stopped_at: float | None = field(default=None, init=False)
+    trace_requests: int | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.summary = summarize(self.records, self.samples)
@@ -174,6 +183,12 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
+            "partial": self.partial,
+            **(
+                {"stopped_at": self.stopped_at, "trace_requests": self.trace_requests}
+                if self.partial
+                else {}
+            ),
             "settings": self.settings,
             "summary": asdict(self.summary),
             "means": self.summary.means(),

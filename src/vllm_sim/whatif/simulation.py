@@ -44,7 +44,7 @@ from vllm_sim.server.build import (
 from vllm_sim.server.step_timing import Coefficients, StepTiming, timed_config
 from vllm_sim.whatif.clock import VirtualClock
 from vllm_sim.whatif.prompts import VOCABULARY_SPAN, prompt_ids
-from vllm_sim.whatif.results import RequestRecord, RunResult, Sample
+from vllm_sim.whatif.results import MAX_SAMPLES, RequestRecord, RunResult, Sample
 from vllm_sim.whatif.routers import Router, RouterName
 from vllm_sim.whatif.trace import Trace, TraceRequest
 
@@ -116,6 +116,7 @@ class Replay:
         vocabulary: int = VOCABULARY_SPAN,
         coefficients: Coefficients | None = None,
         max_concurrency: int | None = None,
+        on_record: Callable[[RequestRecord], None] | None = None,
     ) -> None:
         refuse_phases(cfg)
         environ = os.environ if environ is None else environ
@@ -143,6 +144,8 @@ class Replay:
         self.prefill_router = Router(router, self.engines[: self.prefill])
         self.sample_interval = sample_interval
         self.progress = progress
+        self.on_record = on_record  # called with each request's record once it is final
+        self.interrupted = False
         self.vocabulary = vocabulary
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
@@ -169,6 +172,13 @@ class Replay:
         return build_engine(self.cfg, content, rng, self.clock, observer, kv, step_model, spec)
 
     # ------------------------------------------------------------------ the run
+    def interrupt(self) -> None:
+        """Stops the run after the event now running (a signal handler's call): `run`
+        returns the requests so far, those still open marked interrupted, as a partial
+        result."""
+        self.interrupted = True
+        self.clock.stop()
+
     def run(self) -> RunResult:
         started = time.perf_counter()
         if self.trace.requests:
@@ -176,10 +186,12 @@ class Replay:
         self.clock.call_at(0.0, self._sample)
         with virtual_turns():
             self.clock.run()
+        stopped = self.clock.stopped
         for record in self.records:
             if record.error is None and record.e2e is None:
-                record.error = "unfinished"  # the engine stopped short: reported, not hidden
-        return RunResult(
+                # The engine stopped short, or the run was: reported, not hidden.
+                record.error = "interrupted" if stopped else "unfinished"
+        result = RunResult(
             "replay",
             self._settings(),
             self.records,
@@ -187,6 +199,11 @@ class Replay:
             list(self.trace.problems),
             time.perf_counter() - started,
         )
+        if stopped:
+            result.partial = True
+            result.stopped_at = self.clock.now()
+            result.trace_requests = len(self.trace.requests)
+        return result
 
     def _settings(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -200,6 +217,7 @@ class Replay:
             "tensor_parallel_size": cfg.tensor_parallel_size,
             "max_num_seqs": cfg.max_num_seqs,
             "max_num_batched_tokens": cfg.max_num_batched_tokens,
+            "max_waiting_queue_length": cfg.max_waiting_queue_length,
             "num_gpu_blocks": cfg.kv_cache_size,
             "block_size": cfg.block_size,
             "prefix_caching": cfg.enable_prefix_caching,
@@ -274,6 +292,7 @@ class Replay:
 
     def _refused(self, record: RequestRecord, error: str) -> None:
         record.error = error
+        self._final(record)
         self._tick_progress()
         self._client_done()
 
@@ -303,6 +322,7 @@ class Replay:
         self._open -= 1
         self.finished += 1
         seq.stream.release()
+        self._final(record)
         self._tick_progress()
         self._client_done()
 
@@ -318,6 +338,10 @@ class Replay:
         leg = self._decodes.pop(record.index)
         ids = leg.prompts[0].token_ids
         self._send(record, self.prefill + self.router.choose(ids, leg.model), leg)
+
+    def _final(self, record: RequestRecord) -> None:
+        if self.on_record is not None:
+            self.on_record(record)
 
     def _tick_progress(self) -> None:
         if self.progress is not None:
@@ -338,6 +362,9 @@ class Replay:
                 running,
             )
         )
+        if len(self.samples) >= MAX_SAMPLES:  # bounded: every other one, twice the interval
+            del self.samples[1::2]
+            self.sample_interval *= 2
         if self._open or self._held or self._next < len(self.trace.requests):
             self.clock.call_at(self.clock.now() + self.sample_interval, self._sample)
 

@@ -7,6 +7,7 @@ is its cheapest passing one, its closest (when none passes) the one nearest the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from vllm_sim.config import load_config
 from vllm_sim.perf import gpu_spec
 from vllm_sim.whatif import plan as planning
 from vllm_sim.whatif.plan import (
+    MAX_REPLICAS,
     SLO_METRICS,
     Candidate,
     CandidateResult,
@@ -27,6 +29,7 @@ from vllm_sim.whatif.plan import (
     gpu_costs,
     parse_slo,
     search_candidate,
+    search_replicas,
 )
 from vllm_sim.whatif.simulation import Replay
 from vllm_sim.whatif.trace import read_trace
@@ -375,3 +378,67 @@ def test_a_plan_over_two_gpus_picks_the_cheaper_fleet() -> None:
     assert all(p.cost_per_hour >= best.cost_per_hour for p in plan.frontier if p.meets)
     cheaper = [p for p in plan.frontier if p.cost_per_hour < best.cost_per_hour]
     assert cheaper and not any(p.meets for p in cheaper)
+
+
+# --- search_replicas: more replicas can do worse ---------------------------------------------
+
+
+def _scripted(ttft: dict[int, float], limit: float) -> tuple[Callable[[int], Point], list[int]]:
+    tried: list[int] = []
+    points: dict[int, Point] = {}
+
+    def run(replicas: int) -> Point:
+        if replicas not in points:
+            tried.append(replicas)
+            value = ttft.get(replicas, max(ttft.values()))
+            points[replicas] = point("H100", replicas, replicas, value, value <= limit)
+        return points[replicas]
+
+    return run, tried
+
+
+def test_three_passing_and_four_failing_finds_three() -> None:
+    """3 replicas meet the SLO, 4 (and more) do worse: the doubling skips 3, and the sizes
+    between 2 and 4 are tried when 4 does worse than 2."""
+    run, _ = _scripted({1: 3.0, 2: 1.5, 3: 0.9, 4: 2.0, 8: 2.5, 16: 2.6}, 1.0)
+    passing, failing = search_replicas(run, {"ttft_p99": 1.0}, 64)
+    assert passing is not None and passing.replicas == 3
+    assert failing is not None and failing.replicas == 2
+
+
+def test_a_search_more_replicas_do_not_help_stops_early() -> None:
+    """When doublings stop improving, the search stops long before --max-replicas."""
+    run, tried = _scripted({1: 5.0}, 1.0)
+    passing, failing = search_replicas(run, {"ttft_p99": 1.0}, MAX_REPLICAS)
+    assert passing is None and failing is not None
+    assert max(tried) <= 4 and len(tried) <= 4
+
+
+def test_a_monotonic_search_still_bisects_to_the_fewest() -> None:
+    ttft = {n: 10.0 / n for n in range(1, 65)}
+    run, tried = _scripted(ttft, 1.0)  # meets from 10 replicas
+    passing, failing = search_replicas(run, {"ttft_p99": 1.0}, 64)
+    assert passing is not None and passing.replicas == 10
+    assert failing is not None and failing.replicas == 9
+    assert len(tried) <= 9
+
+
+def test_an_interrupted_search_keeps_the_candidates_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KeyboardInterrupt during the second candidate (one worker, in this process): the
+    plan is partial, with the first candidate's result and the others unsearched."""
+    jobs = [job(Candidate("H100", tp, 64, 2048), "ttft_p99=1s") for tp in (1, 2, 4)]
+    done = CandidateResult(jobs[0].candidate, None, None, skipped="stub")
+    calls = iter([done])
+
+    def fake(one: PlanJob) -> CandidateResult:
+        result = next(calls, None)
+        if result is None:
+            raise KeyboardInterrupt
+        return result
+
+    monkeypatch.setattr(planning, "search_candidate", fake)
+    result = planning.plan(jobs, parse_slo("ttft_p99=1s"), planning.local_executor(1))
+    assert result.partial
+    assert result.results == [done]
+    assert result.unsearched == [j.candidate for j in jobs[1:]]
+    assert result.to_json()["partial"] is True

@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.recorded_run import RECORDED_RUN_FLAGS, RECORDED_TRACE
 from vllm_sim.config import Config, load_config
-from vllm_sim.whatif.results import RunResult
+from vllm_sim.whatif.results import MAX_SAMPLES, RunResult
 from vllm_sim.whatif.simulation import Replay, replay
 from vllm_sim.whatif.trace import MOONCAKE_BLOCK, Trace, TraceRequest, read_trace
 
@@ -324,3 +324,31 @@ def test_a_replay_does_not_hang_on_the_real_time_turn(roofline_config: Config) -
     replay.run()
     assert seen == [math.inf]
     assert before == turn.TURN_SECONDS
+
+
+def test_samples_stay_bounded_whatever_the_interval(instant_config: Config) -> None:
+    """Two requests 2,000 s apart sampled every millisecond would be 2 million samples:
+    past MAX_SAMPLES every other one is dropped and the interval doubles."""
+    trace = Trace([TraceRequest(1, 0.0, 50, 3), TraceRequest(2, 2000.0, 50, 3)])
+    result = Replay(instant_config, trace, sample_interval=0.001, environ={}).run()
+    assert len(result.samples) <= MAX_SAMPLES
+    assert result.settings["sample_interval"] == pytest.approx(0.001 * 32)
+    times = [s.time for s in result.samples]
+    assert times == sorted(times) and times[-1] >= 2000.0
+    assert result.summary.completed == 2
+
+
+def test_an_interrupted_replay_returns_a_partial_result(instant_config: Config) -> None:
+    """interrupt() from inside the run (as a signal handler calls it) stops it after the
+    event running: the requests so far, those open marked interrupted, partial set."""
+    trace = Trace([TraceRequest(i + 1, float(i), 50, 3) for i in range(10)])
+    ended: list[int] = []
+    replay_run = Replay(
+        instant_config, trace, environ={}, on_record=lambda r: ended.append(r.index)
+    )
+    replay_run.clock.call_at(4.5, replay_run.interrupt)
+    result = replay_run.run()
+    assert result.partial and result.trace_requests == 10
+    assert result.stopped_at == pytest.approx(4.5)
+    assert len(result.records) == 5 and ended == [0, 1, 2, 3, 4]
+    assert result.to_json()["partial"] is True
