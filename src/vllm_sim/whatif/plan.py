@@ -72,14 +72,27 @@ class Candidate:
     tensor_parallel: int
     max_num_seqs: int
     max_num_batched_tokens: int
+    kv_offloading_gib: float = 0.0  # a CPU KV tier of this size per replica (0: none)
 
     def flags(self) -> list[str]:
-        return [
+        flags = [
             "--gpu", self.gpu,
             "--tensor-parallel-size", str(self.tensor_parallel),
             "--max-num-seqs", str(self.max_num_seqs),
             "--max-num-batched-tokens", str(self.max_num_batched_tokens),
         ]  # fmt: skip
+        if self.kv_offloading_gib:
+            flags += ["--kv-offloading-size", f"{self.kv_offloading_gib:g}"]
+        return flags
+
+    def describe(self) -> str:
+        """The candidate in words: `H100 TP2 (max-num-seqs 64, max-num-batched-tokens
+        2048, 100 GiB CPU KV offload)`."""
+        offload = f", {self.kv_offloading_gib:g} GiB CPU KV offload" * bool(self.kv_offloading_gib)
+        return (
+            f"{self.gpu} TP{self.tensor_parallel} (max-num-seqs {self.max_num_seqs}, "
+            f"max-num-batched-tokens {self.max_num_batched_tokens}{offload})"
+        )
 
 
 @dataclass(slots=True)
@@ -257,9 +270,15 @@ class Plan:
 
 
 def candidates(
-    gpus: Sequence[str], tps: Sequence[int], seqs: Sequence[int], batched: Sequence[int]
+    gpus: Sequence[str],
+    tps: Sequence[int],
+    seqs: Sequence[int],
+    batched: Sequence[int],
+    offloads: Sequence[float] = (0.0,),
 ) -> list[Candidate]:
-    return [Candidate(*combo) for combo in itertools.product(gpus, tps, seqs, batched)]
+    """Every combination of the choices; `offloads` are CPU KV tier sizes in GiB (0:
+    none), so that a plan may weigh fewer GPUs with an offload tier against more without."""
+    return [Candidate(*combo) for combo in itertools.product(gpus, tps, seqs, batched, offloads)]
 
 
 def gpu_costs(

@@ -57,6 +57,11 @@ def plan_parser() -> argparse.ArgumentParser:
         help="max-num-batched-tokens values (default 2048,8192)",
     )
     parser.add_argument(
+        "--kv-offloading-size-choices",
+        default="0",
+        help="CPU KV offloading tiers to weigh, GiB per replica (default 0: none), e.g. 0,100",
+    )
+    parser.add_argument(
         "--max-replicas",
         type=bounded_int(1, planning.MAX_REPLICAS),
         default=64,
@@ -116,6 +121,7 @@ def _plan(
             _ints(args.tp, "--tp"),
             _ints(args.max_num_seqs_choices, "--max-num-seqs-choices"),
             _ints(args.max_num_batched_tokens_choices, "--max-num-batched-tokens-choices"),
+            _sizes(args.kv_offloading_size_choices),
         )
         # A bad trace stops here; read once, the forked workers share it.
         planning.load_trace(str(args.trace), args.trace_format, args.limit)
@@ -182,11 +188,7 @@ def _plan_text(result: planning.Plan, folder: Path) -> str:
     best = result.best
     if best is not None:
         c = best.candidate
-        lines.append(
-            f"plan: {best.replicas} x {c.gpu} TP{c.tensor_parallel} (max-num-seqs "
-            f"{c.max_num_seqs}, max-num-batched-tokens {c.max_num_batched_tokens}), "
-            f"${best.cost_per_hour:.2f}/h"
-        )
+        lines.append(f"plan: {best.replicas} x {c.describe()}, ${best.cost_per_hour:.2f}/h")
     else:
         closest = result.closest
         lines.append("no fleet meets the SLO")
@@ -200,10 +202,7 @@ def _plan_text(result: planning.Plan, folder: Path) -> str:
                 )
                 or f"{closest.failed} requests failed"
             )
-            lines.append(
-                f"closest: {closest.replicas} x {c.gpu} TP{c.tensor_parallel} (max-num-seqs "
-                f"{c.max_num_seqs}, max-num-batched-tokens {c.max_num_batched_tokens}): {misses}"
-            )
+            lines.append(f"closest: {closest.replicas} x {c.describe()}: {misses}")
     lines.append(f"report: {folder / 'plan.json'}")
     return "\n".join(lines)
 
@@ -243,6 +242,24 @@ def _ints(text: str, flag: str) -> list[int]:
     if max(values) > MAX_CHOICE or len(values) > MAX_CHOICES:
         raise ValueError(f"{flag} lists at most {MAX_CHOICES} values, each at most {MAX_CHOICE}")
     return values
+
+
+# A CPU KV tier per replica, GiB: up to what a large host holds.
+MAX_OFFLOAD_GIB = 16384.0
+
+
+def _sizes(text: str) -> list[float]:
+    """--kv-offloading-size-choices: GiB sizes, 0 for none; ValueError naming the flag."""
+    flag = "--kv-offloading-size-choices"
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} must be comma-separated numbers of GiB, not {text!r}") from None
+    if not values or len(values) > MAX_CHOICES:
+        raise ValueError(f"{flag} lists 1 to {MAX_CHOICES} sizes")
+    if any(not math.isfinite(v) or not 0 <= v <= MAX_OFFLOAD_GIB for v in values):
+        raise ValueError(f"{flag}: each size must be between 0 and {MAX_OFFLOAD_GIB:g} GiB")
+    return list(dict.fromkeys(values))
 
 
 def _costs(text: str) -> dict[str, float]:

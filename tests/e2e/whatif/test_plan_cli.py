@@ -32,6 +32,7 @@ HEADER = [
     "tp",
     "max_num_seqs",
     "max_batched",
+    "offload_gib",
     "replicas",
     "$/h",
     "ttft_p99",

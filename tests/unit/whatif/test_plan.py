@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+import json
 from pathlib import Path
 
 import pytest
@@ -442,3 +443,44 @@ def test_an_interrupted_search_keeps_the_candidates_done(monkeypatch: pytest.Mon
     assert result.results == [done]
     assert result.unsearched == [j.candidate for j in jobs[1:]]
     assert result.to_json()["partial"] is True
+
+
+def test_candidates_weigh_cpu_kv_offload_sizes() -> None:
+    """--kv-offloading-size-choices: each size (GiB; 0 for none) is one more dimension, and
+    a candidate's flags give the server its CPU tier."""
+    found = candidates(["H100"], [1], [64], [2048], [0.0, 100.0])
+    assert found == [Candidate("H100", 1, 64, 2048), Candidate("H100", 1, 64, 2048, 100.0)]
+    cfg = load_config([*SERVER, *found[1].flags()], {})
+    assert cfg.kv_offloading_size == 100.0
+    assert found[1].describe() == (
+        "H100 TP1 (max-num-seqs 64, max-num-batched-tokens 2048, 100 GiB CPU KV offload)"
+    )
+
+
+def test_a_plan_may_buy_a_cpu_tier_instead_of_more_gpus(tmp_path: Path) -> None:
+    """Eight conversations of four turns whose histories outgrow a small GPU KV cache (256
+    blocks): one replica with a 4 GiB CPU tier meets a mean-TTFT limit that one replica
+    without it misses, so the search over both picks the tier."""
+    lines, at = [], 0
+    for turn in range(4):
+        for conversation in range(8):
+            at += 500
+            history = [conversation * 100 + block for block in range(turn + 2)]
+            record = {"timestamp": at, "input_length": 512 * len(history), "output_length": 8}
+            lines.append(json.dumps({**record, "hash_ids": history}))
+    trace = tmp_path / "turns.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    server = (*SERVER, "--num-gpu-blocks-override", "256", "--max-model-len", "4096")
+
+    def search(offload: float) -> CandidateResult:
+        candidate = Candidate("H100", 1, 64, 2048, offload)
+        slo = tuple(parse_slo("ttft_mean=50ms").items())
+        plan_job = PlanJob(
+            candidate, str(trace), "auto", None, server, slo, 1, "least-requests", 1.0, ()
+        )
+        return search_candidate(plan_job)
+
+    without, with_tier = search(0.0), search(4.0)
+    assert without.passing is None and without.failing is not None
+    assert with_tier.passing is not None and with_tier.passing.replicas == 1
+    assert with_tier.passing.metrics["ttft_mean"] < 0.05 < without.failing.metrics["ttft_mean"]
