@@ -6,10 +6,10 @@ is its cheapest passing one, its closest (when none passes) the one nearest the 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import replace
-import json
 from pathlib import Path
 
 import pytest
