@@ -328,8 +328,8 @@ def test_a_replay_has_no_waiting_queue_cap_unless_set(tmp_path: Path) -> None:
 def test_refused_requests_lead_the_summary(tmp_path: Path) -> None:
     trace = _burst(tmp_path / "burst.jsonl", 400)
     out = tmp_path / "out"
-    args = ["replay", trace, "--out", out, "--quiet", "--no-plots", *TIMED_SERVER]
-    run = run_cli([*args, "--max-waiting-queue-length", "100"])
+    args: list[str | Path] = ["replay", trace, "--out", out, "--quiet", "--no-plots"]
+    run = run_cli([*args, *TIMED_SERVER, "--max-waiting-queue-length", "100"])
     assert run.returncode == 0, run.stderr
     result = json.loads((out / "result.json").read_text())
     assert result["settings"]["max_waiting_queue_length"] == 100

@@ -5,6 +5,7 @@ naming its 1-based line while the other lines load, or an error when strict."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ def mooncake(
     }
 
 
-def arrivals(requests: list[TraceRequest]) -> list[float]:
+def arrivals(requests: Sequence[TraceRequest]) -> list[float]:
     return [r.arrival for r in requests]
 
 

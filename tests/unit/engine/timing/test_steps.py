@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import random
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -131,7 +132,7 @@ def test_a_prompts_images_go_through_the_encoder_with_its_first_chunk() -> None:
     chunk's step carries both to the vision encoder, later ones none; audio is not the
     vision encoder's. A prompt whose image a prefix hit covers encodes nothing
     (image_work)."""
-    features = {
+    features: dict[str, dict[str, Any]] = {
         "mm_hashes": {"image": ["a", "b"], "audio": ["c"]},
         "mm_placeholders": {
             "image": [{"offset": 10, "length": 64}, {"offset": 3000, "length": 32}],
