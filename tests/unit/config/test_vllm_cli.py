@@ -134,9 +134,11 @@ def test_a_vllm_value_never_starts_with_a_dash() -> None:
 
 
 def test_vllm_bools() -> None:
-    assert startup("m", "--trust-remote-code", "--no-trust-remote-code", "-ep").no_effect == (
-        "--trust-remote-code", "--no-trust-remote-code", "--enable-expert-parallel",
+    assert startup("m", "--trust-remote-code", "--no-trust-remote-code", "-dph").no_effect == (
+        "--trust-remote-code", "--no-trust-remote-code", "--data-parallel-hybrid-lb",
     )  # fmt: skip
+    # -ep acts (the roofline model's expert parallelism): vLLM's short name sets it.
+    assert load("m", "-ep").enable_expert_parallel is True
     assert load_error("m", "--trust-remote-code=yes") == (
         "argument --trust-remote-code/--no-trust-remote-code: ignored explicit argument 'yes'"
     )
