@@ -28,6 +28,7 @@ from vllm_sim.whatif.arguments import (
     positive_int,
 )
 from vllm_sim.whatif.interrupts import Interrupts
+from vllm_sim.whatif.origin import run_origin
 from vllm_sim.whatif.outdir import OutFolder, OutFolderError
 from vllm_sim.whatif.output import RequestStream, write_run
 from vllm_sim.whatif.prompts import SMALLEST_VOCABULARY, VOCABULARY_SPAN
@@ -118,6 +119,7 @@ def replay_parser() -> argparse.ArgumentParser:
 def replay_main(argv: Sequence[str]) -> int:
     parser = replay_parser()
     args, server_flags = parser.parse_known_args(list(argv))
+    args.argv = list(argv)
     if args.vocab_size < SMALLEST_VOCABULARY:
         print(
             f"vllm-sim replay: --vocab-size must be at least {SMALLEST_VOCABULARY}", file=sys.stderr
@@ -164,6 +166,7 @@ def _replay(
             except (ConfigError, ValueError) as error:
                 print(f"vllm-sim replay: {error}", file=sys.stderr)
                 return 2
+        result.origin = run_origin("replay", args.argv, args.trace)
         try:
             # A partial result is written at once: no pictures (matplotlib takes seconds).
             _write(result, out, not args.no_plots and not result.partial, stream)

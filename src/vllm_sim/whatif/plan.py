@@ -234,6 +234,8 @@ class Plan:
     results: list[CandidateResult]
     partial: bool = False  # interrupted: `unsearched` candidates were not (fully) searched
     unsearched: list[Candidate] = field(default_factory=list)
+    # What it was made from (origin.run_origin): the trace, the command, the version.
+    origin: dict[str, Any] = field(default_factory=dict)
 
     @property
     def frontier(self) -> list[Point]:
@@ -253,6 +255,7 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "origin": self.origin,
             "partial": self.partial,
             "unsearched": [asdict(c) for c in self.unsearched],
             "slo": self.slo,

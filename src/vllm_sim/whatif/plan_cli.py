@@ -18,6 +18,7 @@ from pathlib import Path
 from vllm_sim.whatif import plan as planning
 from vllm_sim.whatif.arguments import OneLineParser, bounded_int, flag_value, positive_int
 from vllm_sim.whatif.interrupts import Interrupts
+from vllm_sim.whatif.origin import run_origin
 from vllm_sim.whatif.outdir import OutFolder, OutFolderError
 from vllm_sim.whatif.report import frontier_rows, write_plan
 from vllm_sim.whatif.routers import ROUTERS
@@ -90,6 +91,7 @@ def plan_parser() -> argparse.ArgumentParser:
 
 def plan_main(argv: Sequence[str]) -> int:
     args, server_flags = plan_parser().parse_known_args(list(argv))
+    args.argv = list(argv)
     with Interrupts() as interrupts:
         out: OutFolder | None = None
         try:
@@ -152,6 +154,7 @@ def _plan(
         for c in jobs_of
     ]
     result = planning.plan(jobs, slo, executor)
+    result.origin = run_origin("plan", args.argv, args.trace)
     # A partial plan is written at once: no picture (matplotlib takes seconds).
     write_plan(result, out, not args.no_plots and not result.partial)
     print(_plan_text(result, args.out))

@@ -85,6 +85,19 @@ def _save(figure: Any, out: OutFolder, name: str) -> Path:
     return out.write_bytes(name, data)
 
 
+def _origin(origin: dict[str, Any]) -> list[str]:
+    """What the run was made from, above everything else on the page."""
+    if not origin:
+        return []
+    digest = origin.get("trace_sha256") or "unreadable"
+    return [
+        f"<p>trace <code>{html.escape(str(origin.get('trace')))}</code> (SHA-256 "
+        f"<code>{html.escape(str(digest))}</code>), vllm-sim "
+        f"{html.escape(str(origin.get('version')))}<br>"
+        f"<code>{html.escape(str(origin.get('command')))}</code></p>"
+    ]
+
+
 def write_html(result: RunResult, folder: Path | OutFolder, pictures: Sequence[Path]) -> Path:
     """One self-contained page: settings, summary, latency table, pictures inlined."""
     summary = result.summary
@@ -120,6 +133,7 @@ def write_html(result: RunResult, folder: Path | OutFolder, pictures: Sequence[P
         "padding:4px 10px;text-align:right}td:first-child,th:first-child{text-align:left}"
         "img{max-width:100%}</style></head><body>",
         f"<h1>vllm-sim {html.escape(result.kind)} report</h1>",
+        *_origin(result.origin),
         *_notices(result),
         _table(["setting", "value"], [(k, str(v)) for k, v in result.settings.items()]),
         _table(["summary", ""], rows),

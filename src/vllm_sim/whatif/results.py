@@ -176,6 +176,8 @@ class RunResult:
     partial: bool = field(default=False, init=False)
     stopped_at: float | None = field(default=None, init=False)
     trace_requests: int | None = field(default=None, init=False)
+    # What it was made from (origin.run_origin): the trace, the command, the version.
+    origin: dict[str, Any] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.summary = summarize(self.records, self.samples)
@@ -189,6 +191,7 @@ class RunResult:
                 if self.partial
                 else {}
             ),
+            "origin": self.origin,
             "settings": self.settings,
             "summary": asdict(self.summary),
             "means": self.summary.means(),

@@ -6,6 +6,7 @@ SLO nobody meets exits 1 with the closest fleet; bad options exit 2 with one lin
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import subprocess
 from dataclasses import dataclass
@@ -93,6 +94,14 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> Planned:
     run = vllm_sim(work, *plan_args(trace, "--out", "out"))
     report = json.loads((work / "out" / "plan.json").read_text()) if run.returncode == 0 else {}
     return Planned(run, work, inputs, trace, report)
+
+
+def test_a_plan_names_what_it_was_made_from(planned: Planned) -> None:
+    origin = planned.report["origin"]
+    assert origin["trace"] == str(planned.trace)
+    assert origin["trace_sha256"] == hashlib.sha256(planned.trace.read_bytes()).hexdigest()
+    assert origin["command"].startswith(f"vllm-sim plan --trace {planned.trace} --slo")
+    assert origin["version"]
 
 
 def test_a_plan_prints_the_frontier_and_the_plan(planned: Planned) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import csv
+import hashlib
+import html
 import json
 import subprocess
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 
 from tests.support.recorded_run import RECORDED_RUN_FLAGS, RECORDED_TRACE
 from tests.support.server import run_cli
+from vllm_sim import __version__ as vllm_sim_version
 
 SMALL_SERVER = ["--model", "test-model", "--max-model-len", "2048"]
 PLOTS = {"load.png", "kv_usage.png", "latency_cdf.png"}
@@ -104,6 +107,13 @@ def test_a_replay_writes_its_report_into_the_output_folder_only(
 
     result = json.loads((out / "result.json").read_text())
     assert result["kind"] == "replay"
+    # What it was made from, named in the result and at the top of the page.
+    origin = result["origin"]
+    assert origin["trace"] == str(trace)
+    assert origin["trace_sha256"] == hashlib.sha256(trace.read_bytes()).hexdigest()
+    assert origin["command"].startswith(f"vllm-sim replay {trace} --quiet --limit 80")
+    assert origin["version"] == vllm_sim_version
+    assert origin["trace_sha256"] in page and html.escape(origin["command"]) in page
     assert result["settings"]["instances"] == 2
     assert result["settings"]["router"] == "least-requests"
     assert result["settings"]["max_num_seqs"] == 128
