@@ -317,10 +317,13 @@ class Interrupted(Exception):
         self.done = done
 
 
-def local_executor(workers: int) -> Executor:
-    """Candidates in this process (one worker) or a pool of worker processes. On
-    KeyboardInterrupt the workers are terminated (none is left behind) and Interrupted
-    carries the candidates done."""
+def local_executor(
+    workers: int, on_done: Callable[[CandidateResult], None] | None = None
+) -> Executor:
+    """Candidates in this process (one worker) or a pool of worker processes, `on_done`
+    told of each as it is searched. On KeyboardInterrupt the workers are terminated (none
+    is left behind) and Interrupted carries the candidates done."""
+    tell = on_done or (lambda result: None)
 
     def run(jobs: list[PlanJob]) -> list[CandidateResult]:
         done: list[CandidateResult] = []
@@ -328,6 +331,7 @@ def local_executor(workers: int) -> Executor:
             try:
                 for job in jobs:
                     done.append(search_candidate(job))
+                    tell(done[-1])
             except KeyboardInterrupt:
                 raise Interrupted(done) from None
             return done
@@ -343,6 +347,7 @@ def local_executor(workers: int) -> Executor:
             try:
                 for future in as_completed(futures):
                     results[futures[future]] = future.result()
+                    tell(results[futures[future]])
             except KeyboardInterrupt:
                 interrupted = True
                 stop_workers(pool)

@@ -12,7 +12,7 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from vllm_sim.whatif import plan as planning
@@ -131,7 +131,9 @@ def _plan(
         executor = (
             planning.ray_executor(args.ray)
             if args.ray
-            else planning.local_executor(args.workers or planning.default_workers())
+            else planning.local_executor(
+                args.workers or planning.default_workers(), _progress_line(len(jobs_of))
+            )
         )
     except (ValueError, TraceError) as error:
         print(f"vllm-sim plan: {error}", file=sys.stderr)
@@ -208,6 +210,27 @@ def _plan_text(result: planning.Plan, folder: Path) -> str:
             lines.append(f"closest: {closest.replicas} x {c.describe()}: {misses}")
     lines.append(f"report: {folder / 'plan.json'}")
     return "\n".join(lines)
+
+
+def _progress_line(total: int) -> Callable[[planning.CandidateResult], None]:
+    """A line on stderr as each candidate is searched: which, and what it came to."""
+    count = 0
+
+    def tell(result: planning.CandidateResult) -> None:
+        nonlocal count
+        count += 1
+        c = result.candidate
+        if result.skipped:
+            verdict = f"skipped: {result.skipped}"
+        elif result.passing is not None:
+            p = result.passing
+            verdict = f"meets the SLO with {p.replicas} replicas (${p.cost_per_hour:.2f}/h)"
+        else:
+            most = max((p.replicas for p in result.points), default=0)
+            verdict = f"misses the SLO up to {most} replicas"
+        print(f"vllm-sim plan: {count}/{total} {c.describe()}: {verdict}", file=sys.stderr)
+
+    return tell
 
 
 def _profile_warnings(path: str | None, gpus: list[str], spec_file: str) -> None:

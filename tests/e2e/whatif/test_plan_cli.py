@@ -96,6 +96,17 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> Planned:
     return Planned(run, work, inputs, trace, report)
 
 
+def test_a_plan_says_each_candidate_as_it_is_searched(planned: Planned) -> None:
+    """A line on stderr per candidate as its search ends: which, and its verdict, so a
+    plan that takes half a minute is not silent meanwhile."""
+    lines = [line for line in planned.run.stderr.splitlines() if "/2 " in line]
+    assert len(lines) == 2
+    assert {line.split()[3] for line in lines} == {"H100", "H200"}
+    for line in lines:
+        assert line.startswith("vllm-sim plan: ") and "TP1 (max-num-seqs 64" in line
+        assert "meets the SLO with" in line or "misses the SLO up to" in line
+
+
 def test_a_plan_names_what_it_was_made_from(planned: Planned) -> None:
     origin = planned.report["origin"]
     assert origin["trace"] == str(planned.trace)
