@@ -17,6 +17,7 @@ from vllm_sim.config import Config
 from vllm_sim.config.offload import cpu_offload
 from vllm_sim.engine.kvcache.offload import OffloadSpec
 from vllm_sim.perf import StepTimeModel
+from vllm_sim.server.step_timing import roofline_of
 
 DEFAULT_KV_BYTES_PER_TOKEN = 131_072
 """KV bytes of one token where the model's shape is unknown: Llama-3.1-8B in bf16 (32
@@ -37,10 +38,7 @@ def offload_spec(cfg: Config, step_model: StepTimeModel | None) -> OffloadSpec |
 def kv_bytes_per_token(cfg: Config, step_model: StepTimeModel | None) -> float:
     """KV bytes of one token over all ranks: the roofline model's (through a drafter's
     wrapper), else the default."""
-    model: object = step_model
-    while hasattr(model, "target"):  # speculative decoding's DraftingStepModel
-        model = model.target
-    per_rank = getattr(model, "kv_bytes_per_token", None)
-    if per_rank is None:
+    model = roofline_of(step_model)
+    if model is None:
         return DEFAULT_KV_BYTES_PER_TOKEN
-    return float(per_rank()) * cfg.tensor_parallel_size
+    return model.kv_bytes_per_token() * cfg.tensor_parallel_size

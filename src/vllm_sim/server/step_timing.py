@@ -286,13 +286,19 @@ def _hybrid_manager(cfg: Config) -> bool | None:
     return None if connector in _HMA_CONNECTORS else False
 
 
-def engine_block_costs(cfg: Config, step_model: StepTimeModel | None) -> BlockCosts | None:
-    """The engine's block costs (block_costs) for the roofline model timing it (through a
-    drafter's wrapper); None for any other model."""
+def roofline_of(step_model: StepTimeModel | None) -> RooflineModel | None:
+    """The roofline model timing an engine (through a drafter's wrapper); None for any
+    other step model."""
     model: object = step_model
     while hasattr(model, "target"):  # speculative decoding's DraftingStepModel
         model = model.target
-    if not isinstance(model, RooflineModel):
+    return model if isinstance(model, RooflineModel) else None
+
+
+def engine_block_costs(cfg: Config, step_model: StepTimeModel | None) -> BlockCosts | None:
+    """The engine's block costs (block_costs) under the roofline model; None otherwise."""
+    model = roofline_of(step_model)
+    if model is None:
         return None
     return block_costs(model.kv_layout(cfg.block_size), cfg.block_size)
 
