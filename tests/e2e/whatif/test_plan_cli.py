@@ -272,6 +272,18 @@ def test_a_bad_gpu_cost_exits_2_with_one_line(tmp_path: Path, cost: str) -> None
     assert tree(tmp_path) == set()
 
 
+@pytest.mark.parametrize("sizes", ["abc", "-1", "nan", "100000"])
+def test_bad_offload_sizes_exit_2_with_one_line(tmp_path: Path, sizes: str) -> None:
+    """--kv-offloading-size-choices takes GiB sizes from 0 to 16,384: anything else is
+    status 2, one line naming the flag, nothing written."""
+    run = vllm_sim(
+        tmp_path,
+        *plan_args(RECORDED_TRACE, "--kv-offloading-size-choices", sizes, gpus="H100"),
+    )
+    assert "--kv-offloading-size-choices" in one_line(run)
+    assert tree(tmp_path) == set()
+
+
 def gpu_file(folder: Path, text: str) -> Path:
     path = folder / "gpu.yaml"
     path.write_text(text)

@@ -133,6 +133,8 @@ def test_a_million_hours_is_refused_by_admin(key: str, value: str, what: str) ->
         (["--startup-duration", "2h"], "startup duration cannot be more than 1h"),
         (["--render-timeout", "-1s"], "render timeout cannot be negative"),
         (["--mm-render-timeout", "1000h"], "mm render timeout cannot be more than 1h"),
+        (["--render-max-response-mb", "2000"],
+         "render-max-response-mb must be between 0 and 1024"),
         (["--fake-metrics", "{}", "--fake-metrics-refresh-interval", "2h"],
          "fake metrics refresh interval cannot be more than 1h"),
     ],
